@@ -1,0 +1,89 @@
+// Package runtime defines the contract between the sandbox manager and the
+// isolation backends (gvisor now; vm later). It imports no backend; backends
+// import it.
+//
+// Vocabulary. A runtime starts one isolated computer per sandbox id. The
+// computer's first process (PID 1) is the command in StartParams.Args,
+// normally the Corral guest agent. The runtime provides a byte stream to that
+// agent (Dial); everything else (exec, files) goes through the agent.
+//
+// Lifecycle. Start creates every host resource a sandbox needs (bundle,
+// cgroup, writable layer, runtime process) and either returns nil with the
+// sandbox running, or undoes all of it and returns an error. Destroy kills
+// everything in the sandbox and removes every host resource it had; it is
+// idempotent and works from a Ref alone, so it can run after a daemon
+// restart. Status reports what actually runs, for reconciliation.
+//
+// Optional abilities (pause, memory snapshot) are separate interfaces that
+// a runtime may implement; callers type-assert and otherwise return
+// errdefs.ErrNotSupported.
+package runtime
+
+import (
+	"context"
+	"net"
+)
+
+// Ref names a sandbox to its runtime: the id and the per-sandbox host
+// directory the runtime owns exclusively (bundle, sockets, writable layer).
+type Ref struct {
+	ID  string
+	Dir string
+}
+
+// Resources are the limits of one sandbox. Zero means "no limit" for the
+// limits and "default weight" for the requests.
+type Resources struct {
+	CPURequestMilli int64 // guaranteed share, in 1/1000 cores (cgroup weight)
+	CPULimitMilli   int64 // burst ceiling, in 1/1000 cores (cgroup quota)
+	MemoryRequestMB int64 // soft limit / reservation, MiB
+	MemoryLimitMB   int64 // hard limit, MiB; the sandbox is OOM-killed above it
+	PidsLimit       int64 // maximum number of tasks
+}
+
+// StartParams describe a sandbox to start.
+type StartParams struct {
+	Ref
+	// RootFS is a host directory holding the image's root filesystem. It is
+	// shared between sandboxes and must never be written: each sandbox gets
+	// a private writable layer on top, discarded by Destroy.
+	RootFS string
+	// AgentBinary is the host path of the static corral binary. The runtime
+	// makes it available inside the sandbox and runs it as PID 1 as
+	// "corral agent" with the channel flags the runtime needs (a unix socket
+	// for gvisor, a virtio-serial port for vm).
+	AgentBinary string
+	// Env is PID 1's environment (the agent passes it on to processes).
+	Env       []string
+	Resources Resources
+	// Hostname of the sandbox.
+	Hostname string
+}
+
+// State is what a runtime reports about a sandbox.
+type State string
+
+const (
+	StateRunning State = "running" // PID 1 is alive
+	StateStopped State = "stopped" // known to the runtime, PID 1 gone
+	StateAbsent  State = "absent"  // the runtime knows nothing of it
+)
+
+// Runtime is the contract every isolation backend implements.
+type Runtime interface {
+	// Name is the runtime's API name ("gvisor", "vm").
+	Name() string
+	// Start creates and starts a sandbox; on error nothing is left behind.
+	Start(ctx context.Context, p StartParams) error
+	// Dial opens the byte stream to the sandbox's agent. It may be called
+	// again after a daemon restart while the sandbox keeps running.
+	Dial(ctx context.Context, ref Ref) (net.Conn, error)
+	// Status reports what runs for ref.
+	Status(ctx context.Context, ref Ref) (State, error)
+	// Destroy kills everything in the sandbox and removes all its host
+	// resources. Idempotent; a missing sandbox is not an error.
+	Destroy(ctx context.Context, ref Ref) error
+	// List returns the ids of every sandbox this runtime has on the host,
+	// so the daemon can find ones it has no record of.
+	List(ctx context.Context) ([]string, error)
+}
