@@ -1,0 +1,204 @@
+package gvisor
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// proc is a host process, identified by pid and start time so that a
+// recycled pid is never mistaken for it.
+type proc struct {
+	pid   int
+	start string // field 22 of /proc/<pid>/stat
+}
+
+// lookupProc returns pid as a proc if it runs now.
+func lookupProc(pid int) (proc, bool) {
+	start, state, ok := procStat(pid)
+	if !ok || state == "Z" || state == "X" {
+		return proc{}, false
+	}
+	return proc{pid: pid, start: start}, true
+}
+
+// alive reports whether p still runs (a zombie has exited).
+func (p proc) alive() bool {
+	start, state, ok := procStat(p.pid)
+	return ok && start == p.start && state != "Z" && state != "X"
+}
+
+// kill sends SIGKILL to p if it is still the same process.
+func (p proc) kill() {
+	if p.alive() {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+}
+
+// procStat returns the start time and state of pid from /proc/<pid>/stat.
+func procStat(pid int) (start, state string, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", "", false
+	}
+	// The command name (field 2) may hold spaces and parentheses: the
+	// remaining fields start after its last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", "", false
+	}
+	return f[19], f[0], true // fields 22 and 3
+}
+
+// pidsOf lists the pids of procs, for messages.
+func pidsOf(procs []proc) []int {
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.pid
+	}
+	return pids
+}
+
+// runscState is the part of runsc's private state file that names the
+// host processes of a container.
+type runscState struct {
+	GoferPid int `json:"goferPid"`
+	Sandbox  *struct {
+		Pid int `json:"pid"`
+	} `json:"sandbox"`
+}
+
+// stateProcs returns the sandbox and gofer processes recorded in runsc's
+// state file for id, those that run now. It is best effort: the file format
+// is runsc's own, and bundleProcs finds the same processes another way.
+func (r *Runtime) stateProcs(id string) []proc {
+	b, err := os.ReadFile(filepath.Join(r.cfg.Root, id+"_sandbox:"+id+".state"))
+	if err != nil {
+		return nil
+	}
+	var st runscState
+	if err := json.Unmarshal(b, &st); err != nil {
+		r.log.Debug("unreadable runsc state file", "sandbox", id, "err", err)
+		return nil
+	}
+	var procs []proc
+	pids := []int{st.GoferPid}
+	if st.Sandbox != nil {
+		pids = append(pids, st.Sandbox.Pid)
+	}
+	for _, pid := range pids {
+		if p, ok := lookupProc(pid); pid > 0 && ok {
+			procs = append(procs, p)
+		}
+	}
+	return procs
+}
+
+// bundleProcs returns every running process whose command line names
+// bundle: runsc's sandbox and gofer processes (and any runsc command still
+// working on the sandbox) carry --bundle=<bundle>.
+func bundleProcs(bundle string) []proc {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var procs []proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(b, []byte(bundle)) {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if !slices.ContainsFunc(args, func(a string) bool {
+			return a == bundle || strings.HasSuffix(a, "="+bundle)
+		}) {
+			continue
+		}
+		if p, ok := lookupProc(pid); ok {
+			procs = append(procs, p)
+		}
+	}
+	return procs
+}
+
+// unmountUnder detaches every mount at or below dir in this mount
+// namespace, deepest first. runsc mounts inside its own namespaces, so
+// normally there are none; this catches anything a crash left behind.
+func unmountUnder(dir string) error {
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range mounts {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mountsUnder lists the mount points at or below dir, deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	defer f.Close()
+	dir = filepath.Clean(dir)
+	var mounts []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeOctal(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			mounts = append(mounts, mp)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
+	return mounts, nil
+}
+
+// unescapeOctal undoes mountinfo's \ooo escapes (\040 is a space).
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

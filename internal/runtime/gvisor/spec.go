@@ -1,0 +1,164 @@
+package gvisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"corral/internal/runtime"
+)
+
+// Paths of the agent inside the guest.
+const (
+	guestAgentPath = "/.corral/corral"
+	guestChanDir   = "/.corral/run"
+	agentSocket    = "agent.sock"
+)
+
+// Names inside a sandbox directory.
+const (
+	bundleDirName = "bundle"
+	upperDirName  = "upper"
+	chanDirName   = "chan"
+	consoleLog    = "console.log"
+)
+
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// nofile is PID 1's RLIMIT_NOFILE (soft and hard).
+const nofile = 1048576
+
+// cpuPeriod is the CFS period for CPU limits, in microseconds.
+const cpuPeriod = 100_000
+
+// capabilities are the guest's capabilities: the container default of
+// Docker and containerd, which is what runsc grants under them (runsc's own
+// `runsc spec` keeps only three, too few for an agent that switches users
+// and chowns files). They exist only in gVisor's emulated kernel.
+var capabilities = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+}
+
+// buildSpec returns the OCI spec of the sandbox p, whose directory layout is
+// described in the package comment.
+//
+// The root is NOT marked read-only: runsc disables the --overlay2 layer on a
+// read-only root, leaving the guest no writable /. With the overlay, the
+// gofer opens the shared root filesystem read-only and every write lands in
+// the private layer.
+func buildSpec(p runtime.StartParams, cgroupsPath string) *specs.Spec {
+	env := append([]string(nil), p.Env...)
+	if !hasEnv(env, "PATH") {
+		env = append(env, defaultPath)
+	}
+	caps := append([]string(nil), capabilities...)
+	hostname := p.Hostname
+	if hostname == "" {
+		hostname = p.ID
+	}
+	return &specs.Spec{
+		Version: specs.Version,
+		Process: &specs.Process{
+			User: specs.User{UID: 0, GID: 0},
+			Args: []string{guestAgentPath, "agent", "--listen", "unix:" + guestChanDir + "/" + agentSocket},
+			Env:  env,
+			Cwd:  "/",
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: caps, Effective: caps, Permitted: caps,
+			},
+			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: nofile, Soft: nofile}},
+			NoNewPrivileges: true,
+		},
+		Root:     &specs.Root{Path: p.RootFS, Readonly: false},
+		Hostname: hostname,
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs"},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm",
+				Options: []string{"nosuid", "noexec", "nodev", "mode=1777"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs",
+				Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: guestAgentPath, Type: "bind", Source: p.AgentBinary,
+				Options: []string{"bind", "ro"}},
+			{Destination: guestChanDir, Type: "bind", Source: filepath.Join(p.Dir, chanDirName),
+				Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+		},
+		Linux: &specs.Linux{
+			CgroupsPath: cgroupsPath,
+			Resources:   buildResources(p.Resources),
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace},
+				{Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace},
+				{Type: specs.NetworkNamespace},
+			},
+		},
+	}
+}
+
+// buildResources maps Corral's resources onto OCI linux.resources, which
+// runsc applies to the sandbox cgroup (v1 values; runsc converts them for
+// cgroup v2: shares to weight, reservation to memory.low).
+func buildResources(res runtime.Resources) *specs.LinuxResources {
+	r := &specs.LinuxResources{}
+	if res.CPURequestMilli > 0 || res.CPULimitMilli > 0 {
+		r.CPU = &specs.LinuxCPU{}
+		if res.CPURequestMilli > 0 {
+			// 1024 shares per core, as Kubernetes and Docker count them.
+			shares := uint64(max(res.CPURequestMilli*1024/1000, 2))
+			r.CPU.Shares = &shares
+		}
+		if res.CPULimitMilli > 0 {
+			quota := max(res.CPULimitMilli*cpuPeriod/1000, 1000)
+			period := uint64(cpuPeriod)
+			r.CPU.Quota, r.CPU.Period = &quota, &period
+		}
+	}
+	if res.MemoryLimitMB > 0 || res.MemoryRequestMB > 0 {
+		r.Memory = &specs.LinuxMemory{}
+		if res.MemoryLimitMB > 0 {
+			limit := res.MemoryLimitMB << 20
+			// memory+swap equal to memory: the sandbox cannot swap its way
+			// past the limit.
+			swap := limit
+			r.Memory.Limit, r.Memory.Swap = &limit, &swap
+		}
+		if res.MemoryRequestMB > 0 {
+			reservation := res.MemoryRequestMB << 20
+			r.Memory.Reservation = &reservation
+		}
+	}
+	if res.PidsLimit > 0 {
+		r.Pids = &specs.LinuxPids{Limit: &res.PidsLimit}
+	}
+	return r
+}
+
+// hasEnv reports whether env sets key.
+func hasEnv(env []string, key string) bool {
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// writeSpec writes spec as dir/config.json.
+func writeSpec(dir string, spec *specs.Spec) error {
+	b, err := json.MarshalIndent(spec, "", "\t")
+	if err != nil {
+		return fmt.Errorf("encoding OCI spec: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+		return fmt.Errorf("writing OCI spec: %w", err)
+	}
+	return nil
+}

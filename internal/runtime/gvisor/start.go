@@ -1,0 +1,137 @@
+package gvisor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"corral/internal/cleanup"
+	"corral/internal/errdefs"
+	"corral/internal/runtime"
+)
+
+// Start writes the sandbox's bundle, creates it with runsc and starts PID 1
+// (the agent). On any failure it removes everything it made, sandbox
+// directory included, and returns the error.
+func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
+	if err := r.start(ctx, p); err != nil {
+		return fmt.Errorf("starting sandbox %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
+	t0 := time.Now()
+	if err := checkStartParams(p); err != nil {
+		return err
+	}
+	if ok, err := r.known(p.ID); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%w: runsc already has a container %s", errdefs.ErrAlreadyExists, p.ID)
+	}
+	if _, err := os.Stat(filepath.Join(p.Dir, bundleDirName)); err == nil {
+		return fmt.Errorf("%w: %s holds a bundle already", errdefs.ErrAlreadyExists, p.Dir)
+	}
+
+	c := cleanup.Make(ctx)
+	defer c.Clean()
+	// Whatever failed, Destroy removes all that was made: the runsc
+	// container if create got that far, its processes and cgroup, mounts
+	// and the directory.
+	c.Add(func(ctx context.Context) {
+		if err := r.Destroy(ctx, p.Ref); err != nil {
+			r.log.Error("rolling back failed start", "sandbox", p.ID, "op", "start", "err", err)
+		}
+	})
+	bundle := filepath.Join(p.Dir, bundleDirName)
+	for _, d := range []string{bundle, filepath.Join(p.Dir, upperDirName), filepath.Join(p.Dir, chanDirName)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("creating sandbox directory: %w", err)
+		}
+	}
+	if err := writeSpec(bundle, buildSpec(p, r.cgroup(p.ID))); err != nil {
+		return err
+	}
+	if err := r.create(ctx, p.Ref, bundle); err != nil {
+		return err
+	}
+	tCreate := time.Since(t0)
+	if _, err := r.runsc(ctx, commandTimeout, p.Dir, "start", p.ID); err != nil {
+		return fmt.Errorf("%w%s", err, consoleTail(p.Dir, -1))
+	}
+	c.Release()
+	r.log.Debug("sandbox started", "sandbox", p.ID, "op", "start",
+		"create", tCreate, "total", time.Since(t0))
+	return nil
+}
+
+// checkStartParams validates what Start needs from p.
+func checkStartParams(p runtime.StartParams) error {
+	if err := checkRef(p.Ref); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(p.RootFS); err != nil || !fi.IsDir() {
+		return errdefs.Invalid("rootfs", "%q is not a directory", p.RootFS)
+	}
+	if fi, err := os.Stat(p.AgentBinary); err != nil || !fi.Mode().IsRegular() {
+		return errdefs.Invalid("agent binary", "%q is not a regular file", p.AgentBinary)
+	}
+	return nil
+}
+
+// create runs `runsc create`. Its stdout and stderr, which the sandbox
+// inherits as PID 1's, go to console.log; stdin is /dev/null. It runs in a
+// session of its own so that the sandbox and gofer it leaves behind do not
+// get the daemon's terminal signals.
+func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string) error {
+	logPath := filepath.Join(ref.Dir, consoleLog)
+	console, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening console log: %w", err)
+	}
+	defer console.Close()
+	offset, _ := console.Seek(0, io.SeekEnd)
+
+	ctx, cancel := context.WithTimeout(ctx, createTimeout)
+	defer cancel()
+	overlay := "root:dir=" + filepath.Join(ref.Dir, upperDirName)
+	cmd := r.command(ctx, ref.Dir, "--overlay2", overlay, "create", "--bundle", bundle, ref.ID)
+	cmd.Stdout, cmd.Stderr = console, console
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		return fmt.Errorf("runsc create%s: %w", consoleTail(ref.Dir, offset), err)
+	}
+	return nil
+}
+
+// consoleTail returns ": " and the last lines console.log received after
+// offset (the whole file's last lines when offset is negative), or "".
+func consoleTail(dir string, offset int64) string {
+	f, err := os.Open(filepath.Join(dir, consoleLog))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const max = 8 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size()-max > offset {
+		offset = fi.Size() - max
+	}
+	if offset > 0 {
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			return ""
+		}
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, max))
+	if s := lastLines(b, 5); s != "" {
+		return ": " + s
+	}
+	return ""
+}
