@@ -39,7 +39,7 @@ var kinds = []kind{
 	{ErrInvalidArgument, "invalid_argument", http.StatusBadRequest},
 	{ErrFailedPrecondition, "failed_precondition", http.StatusConflict},
 	{ErrUnavailable, "unavailable", http.StatusServiceUnavailable},
-	{ErrNotSupported, "not_supported", http.StatusNotImplemented},
+	{ErrNotSupported, "not_supported", http.StatusBadRequest},
 	{ErrPermissionDenied, "permission_denied", http.StatusForbidden},
 	{ErrUnauthenticated, "unauthenticated", http.StatusUnauthorized},
 	{ErrResourceExhausted, "resource_exhausted", http.StatusTooManyRequests},

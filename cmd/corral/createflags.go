@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"corral/pkg/apiv1"
+
+	"github.com/spf13/pflag"
+)
+
+// createFlags are the flags shared by create and run.
+type createFlags struct {
+	runtime, name, workdir, entrypoint string
+	cpu, cpuLimit                      float64
+	memory, memoryLimit                int64
+	timeout, idleTimeout               time.Duration
+	env, tags                          []string
+}
+
+func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
+	fs.StringVar(&f.runtime, "runtime", "", "runtime: gvisor (default) or vm")
+	fs.StringVar(&f.name, "name", "", "a name for the sandbox")
+	fs.StringVar(&f.workdir, "workdir", "", "default working directory of processes")
+	fs.Float64Var(&f.cpu, "cpu", 0, "CPU request in cores (default 1)")
+	fs.Float64Var(&f.cpuLimit, "cpu-limit", 0, "CPU burst limit in cores (default: no limit)")
+	fs.Int64Var(&f.memory, "memory", 0, "memory request in MiB (default 512)")
+	fs.Int64Var(&f.memoryLimit, "memory-limit", 0, "memory limit in MiB (default: the request)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "maximum lifetime (default 5m, at most 24h)")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "terminate after this long without activity")
+	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable K=V (repeatable)")
+	fs.StringArrayVar(&f.tags, "tag", nil, "tag k=v (repeatable)")
+	if withEntrypoint {
+		fs.StringVar(&f.entrypoint, "entrypoint", "", "command (run by sh -c) whose exit ends the sandbox")
+	}
+}
+
+func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
+	env, err := pairs("--env", f.env)
+	if err != nil {
+		return apiv1.CreateSandboxRequest{}, err
+	}
+	tags, err := pairs("--tag", f.tags)
+	if err != nil {
+		return apiv1.CreateSandboxRequest{}, err
+	}
+	req := apiv1.CreateSandboxRequest{
+		Runtime: f.runtime, Name: f.name, Workdir: f.workdir, CPU: f.cpu, CPULimit: f.cpuLimit,
+		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, Timeout: f.timeout.Seconds(),
+		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags,
+	}
+	if f.timeout < 0 {
+		req.Timeout = -1 // let the daemon name the problem
+	}
+	if f.entrypoint != "" {
+		req.Entrypoint = []string{"/bin/sh", "-c", f.entrypoint}
+	}
+	return req, nil
+}
+
+func pairs(flag string, kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q: want KEY=VALUE", flag, kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"time"
+
+	"corral/pkg/apiv1"
+
+	"github.com/spf13/cobra"
+)
+
+func newExecCmd() *cobra.Command {
+	var (
+		noStdin bool
+		cwd     string
+		user    string
+		env     []string
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "exec ID -- CMD [ARG...]",
+		Short: "Run a command in a running sandbox",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			envs, err := pairs("--env", env)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			req := apiv1.ExecRequest{Cmd: args[1:], Cwd: cwd, User: user, Env: envs, Timeout: timeout.Seconds()}
+			code, err := runProcess(ctx, c, args[0], req, !noStdin)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitCode(code)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&noStdin, "no-stdin", false, "do not forward stdin")
+	cmd.Flags().StringVarP(&cwd, "workdir", "w", "", "working directory")
+	cmd.Flags().StringVarP(&user, "user", "u", "", "user (name, uid or uid:gid)")
+	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "environment variable K=V (repeatable)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long (exit 124)")
+	return cmd
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func newLogsCmd() *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Print the output of a sandbox's entrypoint",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			r, err := c.Logs(ctx, args[0], follow)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			_, err = io.Copy(os.Stdout, r)
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep streaming until the sandbox ends")
+	return cmd
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"corral/pkg/apiv1"
+
+	"github.com/spf13/cobra"
+)
+
+func newRunCmd() *cobra.Command {
+	var (
+		f       createFlags
+		noStdin bool
+		keep    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- CMD [ARG...]",
+		Short: "Create a sandbox, run a command in it with streamed output and forwarded stdin, then remove it",
+		Long: "Creates a sandbox, runs CMD with stdout and stderr streamed as they come and stdin\n" +
+			"forwarded, exits with CMD's exit code and terminates the sandbox.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			req, err := f.request()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			sb, err := c.Create(ctx, req)
+			if err != nil {
+				return err
+			}
+			if !keep {
+				defer func() {
+					rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+					defer rcancel()
+					if _, err := c.Terminate(rctx, sb.ID); err != nil {
+						fmt.Fprintf(os.Stderr, "corral: removing %s: %v\n", sb.ID, err)
+					}
+				}()
+			}
+			code, err := runProcess(ctx, c, sb.ID, apiv1.ExecRequest{Cmd: args}, !noStdin)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitCode(code)
+			}
+			return nil
+		},
+	}
+	f.register(cmd.Flags(), false)
+	cmd.Flags().BoolVar(&noStdin, "no-stdin", false, "do not forward stdin (the command gets /dev/null)")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the sandbox after the command ends")
+	return cmd
+}

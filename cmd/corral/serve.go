@@ -1,0 +1,40 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"corral/internal/daemon"
+
+	"github.com/spf13/cobra"
+)
+
+func newServeCmd() *cobra.Command {
+	cfg := daemon.Config{}
+	var level string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Corral daemon",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var lv slog.Level
+			if err := lv.UnmarshalText([]byte(level)); err != nil {
+				return err
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+			cfg.Version = version
+			ctx, cancel := cmdContext()
+			defer cancel()
+			return daemon.Run(ctx, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
+	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/corral", "state directory (records, token, sandboxes, caches)")
+	f.StringVar(&cfg.RunscPath, "runsc", "", "runsc binary (default <state-dir>/bin/runsc)")
+	f.StringVar(&cfg.BaseRootFS, "base-rootfs", "", "root filesystem of the base image (default <state-dir>/rootfs/debian-bookworm)")
+	f.StringVar(&cfg.Platform, "platform", "systrap", "gVisor platform")
+	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 64, "maximum live sandboxes")
+	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newWaitCmd() *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "wait ID",
+		Short: "Wait for a sandbox to end; print and exit with its exit code (124 timeout, 137 killed)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			res, err := c.Wait(ctx, args[0], timeout.Seconds())
+			if err != nil {
+				return err
+			}
+			fmt.Println(res.ExitCode)
+			fmt.Fprintln(os.Stderr, "end reason:", res.EndReason)
+			if res.ExitCode != 0 {
+				return exitCode(res.ExitCode)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long")
+	return cmd
+}

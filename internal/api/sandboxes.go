@@ -1,0 +1,208 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"corral/internal/errdefs"
+	"corral/internal/sandbox"
+	"corral/pkg/apiv1"
+)
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var req apiv1.CreateSandboxRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	spec, err := specOf(req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	sb, err := s.m.Create(r.Context(), spec)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toAPI(sb))
+}
+
+// seconds converts an API duration, refusing NaN, infinities and values
+// beyond max before they can overflow.
+func seconds(field string, v float64, max time.Duration) (time.Duration, error) {
+	if math.IsNaN(v) || v < 0 || v > max.Seconds() {
+		return 0, errdefs.Invalid(field, "must be between 0 and %g seconds, got %v", max.Seconds(), v)
+	}
+	return time.Duration(v * float64(time.Second)), nil
+}
+
+func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
+	timeout, err := seconds("timeout", req.Timeout, sandbox.MaxTimeout)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	idle, err := seconds("idle_timeout", req.IdleTimeout, sandbox.MaxTimeout)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	return sandbox.Spec{
+		Runtime: req.Runtime, Image: req.Image, CPU: req.CPU, CPULimit: req.CPULimit,
+		MemoryMB: req.MemoryMB, MemoryLimitMB: req.MemoryLimitMB, Timeout: timeout, IdleTimeout: idle,
+		Env: req.Env, Workdir: req.Workdir, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
+	}, nil
+}
+
+func toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
+	out := apiv1.Sandbox{
+		ID: sb.ID, Name: sb.Spec.Name, State: string(sb.State), Runtime: sb.Spec.Runtime, Image: sb.Spec.Image,
+		CPU: sb.Spec.CPU, CPULimit: sb.Spec.CPULimit, MemoryMB: sb.Spec.MemoryMB, MemoryLimitMB: sb.Spec.MemoryLimitMB,
+		Timeout: sb.Spec.Timeout.Seconds(), IdleTimeout: sb.Spec.IdleTimeout.Seconds(), Env: sb.Spec.Env,
+		Workdir: sb.Spec.Workdir, Tags: sb.Spec.Tags, Entrypoint: sb.Spec.Entrypoint, CreatedAt: sb.CreatedAt,
+		ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
+	}
+	if !sb.StartedAt.IsZero() {
+		t := sb.StartedAt
+		out.StartedAt = &t
+	}
+	if !sb.EndedAt.IsZero() {
+		t := sb.EndedAt
+		out.EndedAt = &t
+	} else {
+		t := sb.ExpiresAt()
+		out.ExpiresAt = &t
+	}
+	return out
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	all, err := s.m.List(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	state := r.URL.Query().Get("state")
+	if state != "" && !sandbox.State(state).Valid() {
+		writeError(w, errdefs.Invalid("state", "unknown state %q", state))
+		return
+	}
+	out := apiv1.SandboxList{Sandboxes: []apiv1.Sandbox{}}
+	for _, sb := range all {
+		if state == "" || string(sb.State) == state {
+			out.Sandboxes = append(out.Sandboxes, toAPI(sb))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.m.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPI(sb))
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.m.Terminate(r.Context(), r.PathValue("id"), sandbox.EndTerminated, nil)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPI(sb))
+}
+
+func (s *Server) waitSandbox(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if t := r.URL.Query().Get("timeout"); t != "" {
+		v, err := strconv.ParseFloat(t, 64)
+		if err != nil {
+			writeError(w, errdefs.Invalid("timeout", "not a number of seconds: %q", t))
+			return
+		}
+		d, err := seconds("timeout", v, sandbox.MaxTimeout)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	code, reason, err := s.m.Wait(ctx, r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiv1.WaitResult{ExitCode: code, EndReason: reason})
+}
+
+func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	evs, err := s.m.Events(r.Context(), r.PathValue("id"), after, 1000)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := apiv1.EventList{Events: []apiv1.Event{}}
+	for _, e := range evs {
+		out.Events = append(out.Events, apiv1.Event{Seq: e.Seq, Time: e.Time, Kind: e.Kind, Message: e.Message, Fields: e.Fields})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// sandboxLogs serves the entrypoint's output; with follow=true it keeps
+// streaming until the sandbox is terminal.
+func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	path, err := s.m.LogPath(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	follow := r.URL.Query().Get("follow") == "true" || r.URL.Query().Get("follow") == "1"
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	var off int64
+	done := s.m.Done(id)
+	for {
+		off += copyFrom(w, path, off)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		if !follow {
+			return
+		}
+		select {
+		case <-done:
+			copyFrom(w, path, off)
+			return
+		case <-r.Context().Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func copyFrom(w io.Writer, path string, off int64) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return 0
+	}
+	n, err := io.Copy(w, f)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return n
+	}
+	return n
+}

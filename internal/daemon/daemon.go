@@ -1,0 +1,161 @@
+// Package daemon assembles `corral serve`: the state directory, the API
+// token, the agent binary, the store, the runtimes, the manager and the
+// HTTP server. It is the only package that imports runtime backends.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"corral/internal/api"
+	"corral/internal/manager"
+	"corral/internal/runtime"
+	"corral/internal/runtime/gvisor"
+	"corral/internal/store"
+)
+
+// Config is what `corral serve` is started with.
+type Config struct {
+	Listen       string
+	StateDir     string
+	RunscPath    string // default <state>/bin/runsc
+	BaseRootFS   string // default <state>/rootfs/debian-bookworm
+	Platform     string
+	MaxSandboxes int
+	Version      string
+	Logger       *slog.Logger
+}
+
+// Run serves until ctx ends. Sandboxes keep running after it returns; the
+// next daemon on the same state dir adopts them.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Logger
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	unlock, err := lockState(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	token, err := ensureToken(filepath.Join(cfg.StateDir, "token"))
+	if err != nil {
+		return err
+	}
+	agentBin, err := installAgent(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(cfg.BaseRootFS, "bin/sh")); err != nil {
+		return fmt.Errorf("base root filesystem %s is missing or incomplete (run scripts/setup.sh): %w", cfg.BaseRootFS, err)
+	}
+	st, err := store.Open(ctx, filepath.Join(cfg.StateDir, "corral.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	gv, err := gvisor.New(gvisor.Config{RunscPath: cfg.RunscPath, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform, Logger: log})
+	if err != nil {
+		return err
+	}
+	m, err := manager.New(ctx, manager.Config{
+		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Store: st, Logger: log,
+		Runtimes: map[string]runtime.Runtime{"gvisor": gv}, MaxSandboxes: cfg.MaxSandboxes,
+	})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	return serve(ctx, cfg, api.New(m, token, cfg.Version, log))
+}
+
+func (cfg *Config) defaults() error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if !filepath.IsAbs(cfg.StateDir) {
+		return fmt.Errorf("--state-dir %q must be an absolute path", cfg.StateDir)
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("creating state dir: %w", err)
+	}
+	if cfg.RunscPath == "" {
+		cfg.RunscPath = filepath.Join(cfg.StateDir, "bin", "runsc")
+	}
+	if cfg.BaseRootFS == "" {
+		cfg.BaseRootFS = filepath.Join(cfg.StateDir, "rootfs", "debian-bookworm")
+	}
+	return nil
+}
+
+func serve(ctx context.Context, cfg Config, h http.Handler) error {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	cfg.Logger.Info("corral daemon serving", "listen", ln.Addr().String(), "state_dir", cfg.StateDir, "version", cfg.Version)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+// lockState takes an exclusive lock so two daemons never share a state dir.
+func lockState(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "daemon.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another corral daemon is using %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// ensureToken returns the API token, creating it (mode 0600) on first start.
+func ensureToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if tok := strings.TrimSpace(string(b)); tok != "" {
+			return tok, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("reading token: %w", err)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(raw[:])
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing token: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("writing token: %w", err)
+	}
+	return tok, nil
+}

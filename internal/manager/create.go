@@ -1,0 +1,182 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"corral/internal/agentapi"
+	"corral/internal/cleanup"
+	"corral/internal/errdefs"
+	"corral/internal/runtime"
+	"corral/internal/sandbox"
+)
+
+// entrypointTag tags the entrypoint process so a restarted daemon can
+// re-attach to it.
+const entrypointTag = "corral-entrypoint"
+
+// Create validates spec, starts a sandbox and returns its record once the
+// agent answers (state running). On any failure everything created is
+// undone and the record ends as failed.
+func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
+	if err := spec.Normalize(); err != nil {
+		return nil, err
+	}
+	rt := m.cfg.Runtimes[spec.Runtime]
+	if rt == nil {
+		return nil, fmt.Errorf("%w: runtime %q is not supported yet by this daemon (available: %v)", errdefs.ErrNotSupported, spec.Runtime, m.Runtimes())
+	}
+	id := sandbox.NewID()
+	sb := &sandbox.Sandbox{
+		ID: id, Spec: spec, State: sandbox.Creating, CreatedAt: time.Now().UTC(),
+		Dir: filepath.Join(m.cfg.sandboxesDir(), id),
+	}
+	l, err := m.admit(ctx, sb, rt)
+	if err != nil {
+		return nil, err
+	}
+	l.op.Lock()
+	defer l.op.Unlock()
+	if err := m.start(ctx, l); err != nil {
+		m.fail(l, err)
+		return nil, fmt.Errorf("creating sandbox %s: %w", id, err)
+	}
+	return l.snapshot(), nil
+}
+
+// admit records the new sandbox (durably, before anything is created, so a
+// crash mid-create is reconciled) and registers it, within the live limit.
+func (m *Manager) admit(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime) (*live, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.live) >= m.cfg.MaxSandboxes {
+		return nil, fmt.Errorf("%w: %d sandboxes already live (limit %d)", errdefs.ErrResourceExhausted, len(m.live), m.cfg.MaxSandboxes)
+	}
+	if err := m.store.PutSandbox(ctx, sb); err != nil {
+		return nil, err
+	}
+	l := newLive(sb, rt)
+	m.live[sb.ID] = l
+	return l, nil
+}
+
+// start runs the create steps; each registers its undo.
+func (m *Manager) start(ctx context.Context, l *live) error {
+	c := cleanup.Make(ctx)
+	defer c.Clean()
+	sb := l.snapshot()
+	params := runtime.StartParams{
+		Ref:         l.ref,
+		RootFS:      m.cfg.BaseRootFS,
+		AgentBinary: m.cfg.AgentBinary,
+		Env:         envList(sb.Spec.Env),
+		Resources:   resourcesOf(sb.Spec),
+		Hostname:    sb.ID,
+	}
+	c.Add(func(ctx context.Context) {
+		if err := l.rt.Destroy(ctx, l.ref); err != nil {
+			m.log.Error("rolling back sandbox", "sandbox", sb.ID, "err", err)
+		}
+	})
+	if err := l.rt.Start(ctx, params); err != nil {
+		return fmt.Errorf("starting runtime %s: %w", l.rt.Name(), err)
+	}
+	client, err := m.connect(ctx, l)
+	if err != nil {
+		return err
+	}
+	c.Add(func(context.Context) { client.Close() })
+	if len(sb.Spec.Entrypoint) > 0 {
+		if err := m.startEntrypoint(ctx, l, client); err != nil {
+			return err
+		}
+	}
+	rec, err := l.move(sandbox.Running, func(s *sandbox.Sandbox) {
+		s.StartedAt = time.Now().UTC()
+		s.AgentVersion = client.AgentVersion()
+	})
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.client = client
+	l.mu.Unlock()
+	if err := m.store.PutSandbox(ctx, rec); err != nil {
+		return err
+	}
+	c.Release()
+	m.event(sb.ID, "running", "sandbox running", map[string]string{"runtime": l.rt.Name(), "agent": client.AgentVersion()})
+	m.watch(l, client)
+	return nil
+}
+
+// connect dials the agent and negotiates the protocol, within AgentTimeout.
+func (m *Manager) connect(ctx context.Context, l *live) (*agentapi.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.AgentTimeout)
+	defer cancel()
+	conn, err := l.rt.Dial(ctx, l.ref)
+	if err != nil {
+		return nil, fmt.Errorf("dialing agent: %w", err)
+	}
+	client, err := agentapi.NewClient(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("agent handshake: %w", err)
+	}
+	return client, nil
+}
+
+// fail records a failed create. The runtime side was already rolled back.
+func (m *Manager) fail(l *live, cause error) {
+	rec, err := l.move(sandbox.Failed, func(s *sandbox.Sandbox) {
+		s.EndedAt = time.Now().UTC()
+		s.EndReason = sandbox.EndFailed
+		s.Error = cause.Error()
+		code := sandbox.ExitCodeFor(sandbox.EndFailed)
+		s.ExitCode = &code
+	})
+	if err == nil {
+		if err := m.store.PutSandbox(context.WithoutCancel(m.ctx), rec); err != nil {
+			m.log.Error("recording failed sandbox", "sandbox", rec.ID, "err", err)
+		}
+	}
+	m.event(l.ref.ID, "failed", cause.Error(), nil)
+	m.forget(l)
+}
+
+// forget drops a terminal sandbox from the live set and wakes waiters.
+func (m *Manager) forget(l *live) {
+	m.mu.Lock()
+	delete(m.live, l.ref.ID)
+	m.mu.Unlock()
+	l.detach()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.done:
+	default:
+		close(l.done)
+	}
+}
+
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func resourcesOf(s sandbox.Spec) runtime.Resources {
+	return runtime.Resources{
+		CPURequestMilli: int64(s.CPU * 1000),
+		CPULimitMilli:   int64(s.CPULimit * 1000),
+		MemoryRequestMB: s.MemoryMB,
+		MemoryLimitMB:   s.MemoryLimitMB,
+		PidsLimit:       sandbox.DefaultPidsLimit,
+	}
+}

@@ -1,0 +1,208 @@
+package sandbox
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"corral/internal/errdefs"
+)
+
+// Limits and defaults of a spec.
+const (
+	DefaultTimeout    = 5 * time.Minute
+	MaxTimeout        = 24 * time.Hour
+	DefaultCPU        = 1.0
+	MaxCPU            = 64.0
+	DefaultMemoryMB   = 512
+	MaxMemoryMB       = 256 * 1024
+	DefaultPidsLimit  = 4096
+	maxEnvEntries     = 256
+	maxEnvBytes       = 128 << 10
+	maxTags           = 64
+	maxEntrypointArgs = 4096
+)
+
+// Runtimes is every runtime name the API accepts (one may still be
+// unavailable on a host: the manager says so).
+var Runtimes = []string{"gvisor", "vm"}
+
+// Spec is what a sandbox is created from, defaults applied.
+type Spec struct {
+	Runtime       string            `json:"runtime"`
+	Image         string            `json:"image"`
+	CPU           float64           `json:"cpu"`
+	CPULimit      float64           `json:"cpu_limit"`
+	MemoryMB      int64             `json:"memory_mb"`
+	MemoryLimitMB int64             `json:"memory_limit_mb"`
+	Timeout       time.Duration     `json:"timeout"`
+	IdleTimeout   time.Duration     `json:"idle_timeout"`
+	Env           map[string]string `json:"env,omitempty"`
+	Workdir       string            `json:"workdir,omitempty"`
+	Name          string            `json:"name,omitempty"`
+	Tags          map[string]string `json:"tags,omitempty"`
+	Entrypoint    []string          `json:"entrypoint,omitempty"`
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	tagKeyRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`)
+)
+
+// Normalize applies defaults and validates every field. Errors are
+// ErrInvalidArgument (or ErrNotSupported) naming the field.
+func (s *Spec) Normalize() error {
+	if s.Runtime == "" {
+		s.Runtime = "gvisor"
+	}
+	if !knownRuntime(s.Runtime) {
+		return errdefs.Invalid("runtime", "unknown runtime %q (want one of %s)", s.Runtime, strings.Join(Runtimes, ", "))
+	}
+	if s.Image == "" {
+		s.Image = "base"
+	}
+	if err := s.normalizeResources(); err != nil {
+		return err
+	}
+	if err := s.normalizeTimes(); err != nil {
+		return err
+	}
+	return s.validateStrings()
+}
+
+func knownRuntime(r string) bool {
+	for _, k := range Runtimes {
+		if k == r {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Spec) normalizeResources() error {
+	if s.CPU < 0 || s.CPU > MaxCPU || s.CPU != s.CPU {
+		return errdefs.Invalid("cpu", "must be between 0 and %g cores, got %g", MaxCPU, s.CPU)
+	}
+	if s.CPULimit < 0 || s.CPULimit > MaxCPU || s.CPULimit != s.CPULimit {
+		return errdefs.Invalid("cpu_limit", "must be between 0 and %g cores, got %g", MaxCPU, s.CPULimit)
+	}
+	if s.CPU == 0 {
+		s.CPU = DefaultCPU
+	}
+	if s.CPULimit != 0 && s.CPULimit < s.CPU {
+		return errdefs.Invalid("cpu_limit", "%g is below the cpu request %g", s.CPULimit, s.CPU)
+	}
+	if s.MemoryMB < 0 || s.MemoryMB > MaxMemoryMB {
+		return errdefs.Invalid("memory_mb", "must be between 0 and %d MiB, got %d", MaxMemoryMB, s.MemoryMB)
+	}
+	if s.MemoryLimitMB < 0 || s.MemoryLimitMB > MaxMemoryMB {
+		return errdefs.Invalid("memory_limit_mb", "must be between 0 and %d MiB, got %d", MaxMemoryMB, s.MemoryLimitMB)
+	}
+	if s.MemoryMB == 0 {
+		s.MemoryMB = DefaultMemoryMB
+		if s.MemoryLimitMB != 0 && s.MemoryLimitMB < s.MemoryMB {
+			s.MemoryMB = s.MemoryLimitMB
+		}
+	}
+	if s.MemoryLimitMB == 0 {
+		s.MemoryLimitMB = s.MemoryMB
+	}
+	if s.MemoryLimitMB < s.MemoryMB {
+		return errdefs.Invalid("memory_limit_mb", "%d is below the memory request %d", s.MemoryLimitMB, s.MemoryMB)
+	}
+	if s.MemoryLimitMB < 32 {
+		return errdefs.Invalid("memory_limit_mb", "must be at least 32 MiB, got %d", s.MemoryLimitMB)
+	}
+	return nil
+}
+
+func (s *Spec) normalizeTimes() error {
+	if s.Timeout < 0 || s.Timeout > MaxTimeout {
+		return errdefs.Invalid("timeout", "must be between 0 and %s, got %s", MaxTimeout, s.Timeout)
+	}
+	if s.Timeout == 0 {
+		s.Timeout = DefaultTimeout
+	}
+	if s.IdleTimeout < 0 || s.IdleTimeout > MaxTimeout {
+		return errdefs.Invalid("idle_timeout", "must be between 0 and %s, got %s", MaxTimeout, s.IdleTimeout)
+	}
+	return nil
+}
+
+func (s *Spec) validateStrings() error {
+	if s.Image != "base" {
+		return fmt.Errorf("%w: image: only the base image exists until images are built (got %q)", errdefs.ErrNotFound, s.Image)
+	}
+	if s.Name != "" && !nameRE.MatchString(s.Name) {
+		return errdefs.Invalid("name", "%q must match %s", s.Name, nameRE)
+	}
+	if err := validateEnv("env", s.Env); err != nil {
+		return err
+	}
+	if len(s.Tags) > maxTags {
+		return errdefs.Invalid("tags", "at most %d tags, got %d", maxTags, len(s.Tags))
+	}
+	for k, v := range s.Tags {
+		if !tagKeyRE.MatchString(k) || len(v) > 256 || strings.ContainsRune(v, 0) {
+			return errdefs.Invalid("tags", "bad tag %q (keys match %s, values at most 256 bytes)", k, tagKeyRE)
+		}
+	}
+	if s.Workdir != "" && (!strings.HasPrefix(s.Workdir, "/") || len(s.Workdir) > 4096 || strings.ContainsRune(s.Workdir, 0)) {
+		return errdefs.Invalid("workdir", "must be an absolute path, got %q", s.Workdir)
+	}
+	if len(s.Entrypoint) > maxEntrypointArgs {
+		return errdefs.Invalid("entrypoint", "at most %d arguments", maxEntrypointArgs)
+	}
+	return ValidateArgv("entrypoint", s.Entrypoint, true)
+}
+
+// ValidateArgv checks a command line: non-empty first word when required,
+// no NUL bytes anywhere.
+func ValidateArgv(field string, argv []string, optional bool) error {
+	if len(argv) == 0 {
+		if optional {
+			return nil
+		}
+		return errdefs.Invalid(field, "a command is required")
+	}
+	if argv[0] == "" {
+		return errdefs.Invalid(field, "the command name is empty")
+	}
+	total := 0
+	for _, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return errdefs.Invalid(field, "arguments must not contain NUL bytes")
+		}
+		total += len(a)
+	}
+	if total > 1<<20 {
+		return errdefs.Invalid(field, "arguments exceed 1 MiB")
+	}
+	return nil
+}
+
+// validateEnv checks environment variables named by field.
+func validateEnv(field string, env map[string]string) error {
+	if len(env) > maxEnvEntries {
+		return errdefs.Invalid(field, "at most %d variables, got %d", maxEnvEntries, len(env))
+	}
+	total := 0
+	for k, v := range env {
+		if !envKeyRE.MatchString(k) {
+			return errdefs.Invalid(field, "bad variable name %q", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return errdefs.Invalid(field, "value of %s contains a NUL byte", k)
+		}
+		total += len(k) + len(v)
+	}
+	if total > maxEnvBytes {
+		return errdefs.Invalid(field, "variables exceed %d bytes", maxEnvBytes)
+	}
+	return nil
+}
+
+// ValidateEnv is validateEnv for other packages (exec requests).
+func ValidateEnv(field string, env map[string]string) error { return validateEnv(field, env) }

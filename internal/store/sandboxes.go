@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"corral/internal/sandbox"
+)
+
+const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir`
+
+// PutSandbox inserts or replaces the record of sb.
+func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
+	spec, err := json.Marshal(sb.Spec)
+	if err != nil {
+		return fmt.Errorf("encoding spec of %s: %w", sb.ID, err)
+	}
+	var exit sql.NullInt64
+	if sb.ExitCode != nil {
+		exit = sql.NullInt64{Int64: int64(*sb.ExitCode), Valid: true}
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT OR REPLACE INTO sandboxes (name, `+sandboxColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.Spec.Name, sb.ID, string(sb.State), string(spec), unixNano(sb.CreatedAt), unixNano(sb.StartedAt),
+		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir)
+	if err != nil {
+		return fmt.Errorf("storing sandbox %s: %w", sb.ID, err)
+	}
+	return nil
+}
+
+// GetSandbox returns the record of id.
+func (s *Store) GetSandbox(ctx context.Context, id string) (*sandbox.Sandbox, error) {
+	row := s.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id)
+	sb, err := scanSandbox(row)
+	if err != nil {
+		return nil, notFound(err, "sandbox "+id)
+	}
+	return sb, nil
+}
+
+// ListSandboxes returns every record, oldest first. With live set, only
+// sandboxes that are not terminal.
+func (s *Store) ListSandboxes(ctx context.Context, live bool) ([]*sandbox.Sandbox, error) {
+	q := `SELECT ` + sandboxColumns + ` FROM sandboxes`
+	if live {
+		q += ` WHERE state NOT IN ('terminated', 'failed')`
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY created_at`)
+	if err != nil {
+		return nil, fmt.Errorf("listing sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []*sandbox.Sandbox
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sb)
+	}
+	return out, rows.Err()
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanSandbox(r scanner) (*sandbox.Sandbox, error) {
+	var (
+		sb                      sandbox.Sandbox
+		state, spec             string
+		created, started, ended int64
+		exit                    sql.NullInt64
+	)
+	if err := r.Scan(&sb.ID, &state, &spec, &created, &started, &ended, &exit,
+		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(spec), &sb.Spec); err != nil {
+		return nil, fmt.Errorf("decoding spec of %s: %w", sb.ID, err)
+	}
+	sb.State = sandbox.State(state)
+	sb.CreatedAt, sb.StartedAt, sb.EndedAt = fromNano(created), fromNano(started), fromNano(ended)
+	if exit.Valid {
+		code := int(exit.Int64)
+		sb.ExitCode = &code
+	}
+	return &sb, nil
+}

@@ -1,0 +1,188 @@
+// Package apiv1 holds the wire types of Corral's HTTP API, version 1. It is
+// the contract shared by the daemon (internal/api), the Go SDK and the CLI,
+// and imports nothing from Corral. docs/openapi.yaml describes the same
+// shapes; change both together.
+package apiv1
+
+import "time"
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes. Durations are in
+// seconds; CPU in cores; memory in MiB. Zero values take the defaults.
+type CreateSandboxRequest struct {
+	Runtime       string            `json:"runtime,omitempty"`
+	Image         string            `json:"image,omitempty"`
+	CPU           float64           `json:"cpu,omitempty"`
+	CPULimit      float64           `json:"cpu_limit,omitempty"`
+	MemoryMB      int64             `json:"memory_mb,omitempty"`
+	MemoryLimitMB int64             `json:"memory_limit_mb,omitempty"`
+	Timeout       float64           `json:"timeout,omitempty"`
+	IdleTimeout   float64           `json:"idle_timeout,omitempty"`
+	Env           map[string]string `json:"env,omitempty"`
+	Workdir       string            `json:"workdir,omitempty"`
+	Name          string            `json:"name,omitempty"`
+	Tags          map[string]string `json:"tags,omitempty"`
+	Entrypoint    []string          `json:"entrypoint,omitempty"`
+}
+
+// Sandbox is what the API reports about one sandbox.
+type Sandbox struct {
+	ID            string            `json:"id"`
+	Name          string            `json:"name,omitempty"`
+	State         string            `json:"state"`
+	Runtime       string            `json:"runtime"`
+	Image         string            `json:"image"`
+	CPU           float64           `json:"cpu"`
+	CPULimit      float64           `json:"cpu_limit"`
+	MemoryMB      int64             `json:"memory_mb"`
+	MemoryLimitMB int64             `json:"memory_limit_mb"`
+	Timeout       float64           `json:"timeout"`
+	IdleTimeout   float64           `json:"idle_timeout,omitempty"`
+	Env           map[string]string `json:"env,omitempty"`
+	Workdir       string            `json:"workdir,omitempty"`
+	Tags          map[string]string `json:"tags,omitempty"`
+	Entrypoint    []string          `json:"entrypoint,omitempty"`
+	CreatedAt     time.Time         `json:"created_at"`
+	StartedAt     *time.Time        `json:"started_at,omitempty"`
+	EndedAt       *time.Time        `json:"ended_at,omitempty"`
+	ExpiresAt     *time.Time        `json:"expires_at,omitempty"`
+	ExitCode      *int              `json:"exit_code,omitempty"`
+	EndReason     string            `json:"end_reason,omitempty"`
+	Error         string            `json:"error,omitempty"`
+	AgentVersion  string            `json:"agent_version,omitempty"`
+}
+
+// SandboxList is the body of GET /v1/sandboxes.
+type SandboxList struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+// WaitResult is the body of POST /v1/sandboxes/{id}/wait.
+type WaitResult struct {
+	ExitCode  int    `json:"exit_code"`
+	EndReason string `json:"end_reason"`
+}
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/processes.
+type ExecRequest struct {
+	Cmd     []string          `json:"cmd"`
+	Env     map[string]string `json:"env,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	User    string            `json:"user,omitempty"`
+	Stdin   bool              `json:"stdin,omitempty"`
+	PTY     *PTYSize          `json:"pty,omitempty"`
+	Timeout float64           `json:"timeout,omitempty"`
+	Tag     string            `json:"tag,omitempty"`
+	// Background keeps the process running when the caller disconnects
+	// from the output stream; otherwise a disconnect kills it.
+	Background bool `json:"background,omitempty"`
+}
+
+// PTYSize is a terminal size.
+type PTYSize struct {
+	Cols uint16 `json:"cols"`
+	Rows uint16 `json:"rows"`
+}
+
+// ExecEvent is one line of the NDJSON stream an exec returns.
+type ExecEvent struct {
+	Type     string `json:"type"` // start, stdout, stderr, pty, end
+	PID      int    `json:"pid,omitempty"`
+	Data     []byte `json:"data,omitempty"`
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Event types of ExecEvent.
+const (
+	EventStart  = "start"
+	EventStdout = "stdout"
+	EventStderr = "stderr"
+	EventPTY    = "pty"
+	EventEnd    = "end"
+)
+
+// Process is a running process, from GET /v1/sandboxes/{id}/processes.
+type Process struct {
+	PID       int       `json:"pid"`
+	Tag       string    `json:"tag,omitempty"`
+	Cmd       []string  `json:"cmd"`
+	Cwd       string    `json:"cwd,omitempty"`
+	PTY       bool      `json:"pty,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// ProcessList is the body of GET /v1/sandboxes/{id}/processes.
+type ProcessList struct {
+	Processes []Process `json:"processes"`
+}
+
+// SignalRequest is the body of POST .../processes/{pid}/signal. Signal is a
+// name ("TERM", "SIGKILL") or a number ("9").
+type SignalRequest struct {
+	Signal string `json:"signal"`
+}
+
+// Entry describes a file in a sandbox.
+type Entry struct {
+	Name          string    `json:"name"`
+	Path          string    `json:"path"`
+	Type          string    `json:"type"`
+	Size          int64     `json:"size"`
+	Mode          uint32    `json:"mode"`
+	Permissions   string    `json:"permissions"`
+	Owner         string    `json:"owner,omitempty"`
+	Group         string    `json:"group,omitempty"`
+	ModifiedAt    time.Time `json:"modified_at"`
+	SymlinkTarget string    `json:"symlink_target,omitempty"`
+}
+
+// EntryList is the body of GET .../fs/list.
+type EntryList struct {
+	Entries []Entry `json:"entries"`
+}
+
+// PathRequest is the body of fs/mkdir, fs/remove and fs/chmod.
+type PathRequest struct {
+	Path      string `json:"path"`
+	Mode      uint32 `json:"mode,omitempty"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// RenameRequest is the body of fs/rename.
+type RenameRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Event is one entry of a sandbox's event log.
+type Event struct {
+	Seq     int64             `json:"seq"`
+	Time    time.Time         `json:"time"`
+	Kind    string            `json:"kind"`
+	Message string            `json:"message"`
+	Fields  map[string]string `json:"fields,omitempty"`
+}
+
+// EventList is the body of GET /v1/sandboxes/{id}/events.
+type EventList struct {
+	Events []Event `json:"events"`
+}
+
+// Version is the body of GET /v1/version.
+type Version struct {
+	Version  string   `json:"version"`
+	Runtimes []string `json:"runtimes"`
+}
+
+// Error is the body of every non-2xx response.
+type Error struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail names the problem: a stable code and a message naming the field.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Set up Corral on a fresh Debian 12 machine (as root) and start the daemon:
+# installs what is missing (mmdebstrap, runsc, the base root filesystem),
+# builds and installs /usr/local/bin/corral, and (re)starts `corral serve`
+# with its embedded default (SQLite) on 127.0.0.1:7070. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STATE=${CORRAL_STATE_DIR:-/var/lib/corral}
+LISTEN=${CORRAL_LISTEN:-127.0.0.1:7070}
+LOG=${CORRAL_LOG:-/var/log/corral.log}
+export PATH=$PATH:/usr/local/go/bin
+
+scripts/deps.sh
+echo "building corral"
+CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
+	-o /usr/local/bin/corral.new ./cmd/corral
+mv /usr/local/bin/corral.new /usr/local/bin/corral
+
+# Restart the daemon; running sandboxes survive and are adopted.
+if [ -f "$STATE/daemon.pid" ] && kill -0 "$(cat "$STATE/daemon.pid")" 2>/dev/null; then
+	echo "stopping the running daemon"
+	kill "$(cat "$STATE/daemon.pid")"
+	for _ in $(seq 50); do kill -0 "$(cat "$STATE/daemon.pid")" 2>/dev/null || break; sleep 0.1; done
+fi
+nohup /usr/local/bin/corral serve --state-dir "$STATE" --listen "$LISTEN" >>"$LOG" 2>&1 </dev/null &
+echo $! >"$STATE/daemon.pid"
+for _ in $(seq 100); do
+	if curl -fsS "http://$LISTEN/v1/health" >/dev/null 2>&1; then
+		echo "corral daemon running at http://$LISTEN (token: $STATE/token, log: $LOG)"
+		exit 0
+	fi
+	kill -0 "$(cat "$STATE/daemon.pid")" 2>/dev/null || break
+	sleep 0.1
+done
+echo "corral daemon failed to start; last log lines:" >&2
+tail -n 20 "$LOG" >&2
+exit 1

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Run Corral's tests: installs what is missing (as scripts/setup.sh does,
+# without starting a daemon), then vets and runs every test. As root the
+# integration tests create real gVisor sandboxes; without root they skip
+# with a reason. Extra arguments go to `go test` (e.g. -run TestE2E).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STATE=${CORRAL_STATE_DIR:-/var/lib/corral}
+export PATH=$PATH:/usr/local/go/bin
+
+if [ "$(id -u)" = 0 ]; then
+	scripts/deps.sh
+	export CORRAL_RUNSC=$STATE/bin/runsc
+	export CORRAL_BASE_ROOTFS=$STATE/rootfs/debian-bookworm
+fi
+test -z "$(gofmt -l $(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $(git ls-files '*.go'); exit 1; }
+go vet ./...
+go test -count=1 -timeout 75m "$@" ./...

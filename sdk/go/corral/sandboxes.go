@@ -1,0 +1,83 @@
+package corral
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+
+	"corral/pkg/apiv1"
+)
+
+// Create creates a sandbox and returns it running.
+func (c *Client) Create(ctx context.Context, req apiv1.CreateSandboxRequest) (*apiv1.Sandbox, error) {
+	var sb apiv1.Sandbox
+	if err := c.call(ctx, "POST", "/v1/sandboxes", nil, req, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// Get returns one sandbox.
+func (c *Client) Get(ctx context.Context, id string) (*apiv1.Sandbox, error) {
+	var sb apiv1.Sandbox
+	if err := c.call(ctx, "GET", sbPath(id), nil, nil, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// List returns every sandbox (state filters when not empty).
+func (c *Client) List(ctx context.Context, state string) ([]apiv1.Sandbox, error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	var out apiv1.SandboxList
+	if err := c.call(ctx, "GET", "/v1/sandboxes", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Sandboxes, nil
+}
+
+// Terminate ends a sandbox and returns its final record.
+func (c *Client) Terminate(ctx context.Context, id string) (*apiv1.Sandbox, error) {
+	var sb apiv1.Sandbox
+	if err := c.call(ctx, "DELETE", sbPath(id), nil, nil, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// Wait blocks until the sandbox ends; timeoutSec 0 waits indefinitely.
+func (c *Client) Wait(ctx context.Context, id string, timeoutSec float64) (apiv1.WaitResult, error) {
+	q := url.Values{}
+	if timeoutSec > 0 {
+		q.Set("timeout", fmt.Sprint(timeoutSec))
+	}
+	var out apiv1.WaitResult
+	err := c.call(ctx, "POST", sbPath(id, "/wait"), q, nil, &out)
+	return out, err
+}
+
+// Logs returns the entrypoint's output; follow streams until the end.
+func (c *Client) Logs(ctx context.Context, id string, follow bool) (io.ReadCloser, error) {
+	q := url.Values{}
+	if follow {
+		q.Set("follow", "true")
+	}
+	resp, err := c.do(ctx, "GET", sbPath(id, "/logs"), q, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// Events returns a sandbox's event log.
+func (c *Client) Events(ctx context.Context, id string) ([]apiv1.Event, error) {
+	var out apiv1.EventList
+	if err := c.call(ctx, "GET", sbPath(id, "/events"), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Events, nil
+}
