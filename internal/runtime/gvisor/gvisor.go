@@ -115,12 +115,16 @@ func (r *Runtime) Version(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("gvisor version: %w", err)
 	}
-	v := strings.Join(strings.Fields(strings.ReplaceAll(string(out), "\n", ", ")), " ")
-	v = strings.TrimPrefix(v, "runsc version ")
-	if bi, err := buildinfo.ReadFile(r.cfg.RunscPath); err == nil && bi.Main.Version != "" {
-		v += ", " + bi.Main.Path + " " + bi.Main.Version
+	var parts []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, strings.TrimPrefix(l, "runsc version "))
+		}
 	}
-	return v, nil
+	if bi, err := buildinfo.ReadFile(r.cfg.RunscPath); err == nil && bi.Main.Version != "" {
+		parts = append(parts, bi.Main.Path+" "+bi.Main.Version)
+	}
+	return strings.Join(parts, ", "), nil
 }
 
 // idPattern is what runsc accepts in a container id, minus the characters

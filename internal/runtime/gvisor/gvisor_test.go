@@ -2,22 +2,384 @@ package gvisor
 
 import (
 	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"corral/internal/cgroups"
+	"corral/internal/errdefs"
 	"corral/internal/runtime"
 )
 
 func TestStartDialEcho(t *testing.T) {
 	r := newRuntime(t)
 	ref := start(t, r, runtime.Resources{})
-	out := sh(t, r, ref, "echo hello; id -u; hostname; echo $CORRAL_TEST; cat /proc/1/cmdline | tr '\\0' ' '")
-	t.Logf("%q", out)
-	if !strings.HasPrefix(out, "hello\n0\nbox-"+ref.ID+"\n1\n/.corral/corral agent") {
-		t.Errorf("unexpected output %q", out)
+	out := sh(t, r, ref, `echo hello; id -u; hostname; echo $CORRAL_TEST; echo $PATH; tr '\0' ' ' </proc/1/cmdline`)
+	want := "hello\n0\nbox-" + ref.ID + "\n1\n" + strings.TrimPrefix(defaultPath, "PATH=") +
+		"\n/.corral/corral agent --listen unix:/.corral/run/agent.sock "
+	if out != want {
+		t.Errorf("sandbox said %q, want %q", out, want)
+	}
+	// The agent binary is read-only; the network is loopback only.
+	out = sh(t, r, ref, `echo x > /.corral/corral && echo writable; cat /proc/net/dev`)
+	if strings.Contains(out, "writable") || !strings.Contains(out, "lo") || strings.Contains(out, "eth") {
+		t.Errorf("agent binary writable or unexpected network devices: %q", out)
+	}
+	if st, err := r.Status(context.Background(), ref); err != nil || st != runtime.StateRunning {
+		t.Errorf("Status = %v, %v; want running", st, err)
+	}
+	ids, err := r.List(context.Background())
+	if err != nil || !slices.Contains(ids, ref.ID) {
+		t.Errorf("List = %v, %v; want it to hold %s", ids, err, ref.ID)
+	}
+	v, err := r.Version(context.Background())
+	if err != nil || v == "" {
+		t.Errorf("Version = %q, %v", v, err)
+	}
+	t.Logf("runsc %s", v)
+}
+
+func TestPrivateWritableLayer(t *testing.T) {
+	r := newRuntime(t)
+	a := start(t, r, runtime.Resources{})
+	b := start(t, r, runtime.Resources{})
+	out := sh(t, r, a, `echo secret > /etc/corral-test && echo tmp > /tmp/corral-test && cat /etc/corral-test /tmp/corral-test`)
+	if out != "secret\ntmp\n" {
+		t.Fatalf("writing in sandbox a: %q", out)
+	}
+	for _, p := range []string{"etc/corral-test", "tmp/corral-test"} {
+		if _, err := os.Lstat(filepath.Join(env.rootfs, p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("write in a sandbox reached the base rootfs: %s: %v", p, err)
+		}
+	}
+	if out := sh(t, r, b, `cat /etc/corral-test /tmp/corral-test 2>&1 || echo absent`); !strings.HasSuffix(out, "absent\n") {
+		t.Errorf("sandbox b sees a's files: %q", out)
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	r := newRuntime(t)
+	ref := start(t, r, runtime.Resources{MemoryLimitMB: 256})
+	out, err := trySh(r, ref, `python3 -c 'b = bytearray(600 << 20); print("allocated", len(b))'`, 60*time.Second)
+	t.Logf("600 MB allocation under 256 MiB: %q, %v", out, err)
+	if strings.Contains(out, "allocated") {
+		t.Fatalf("allocation of 600 MB succeeded under a 256 MiB limit: %q", out)
+	}
+	// gVisor has no guest OOM killer: the host's kills the sandbox (or
+	// the allocation fails inside it). Status must tell which, once the
+	// killed sandbox has finished dying.
+	var st runtime.State
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var err error
+		if st, err = r.Status(context.Background(), ref); err != nil {
+			t.Fatal(err)
+		}
+		_, agentErr := trySh(r, ref, "true", time.Second)
+		if (agentErr == nil) == (st == runtime.StateRunning) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Status after OOM = %v, but the agent answers: %v", st, agentErr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("sandbox after OOM: %s", st)
+	// The runtime survives: a new sandbox starts and answers.
+	other := start(t, r, runtime.Resources{})
+	if out := sh(t, r, other, "echo alive"); out != "alive\n" {
+		t.Errorf("second sandbox: %q", out)
+	}
+}
+
+func TestPidsLimit(t *testing.T) {
+	r := newRuntime(t)
+	const limit = 256
+	ref := start(t, r, runtime.Resources{PidsLimit: limit, MemoryLimitMB: 512})
+	dir, err := cgroups.Dir(r.cgroup(ref.ID), "pids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	max := "pids.max"
+	if got := readTrim(t, filepath.Join(dir, max)); got != strconv.Itoa(limit) {
+		t.Fatalf("%s = %q, want %d", max, got, limit)
+	}
+	// The pids limit counts the sandbox's host tasks (sentry threads,
+	// systrap stubs). A fork bomb runs into it; gVisor may then end the
+	// whole sandbox, which is containment too.
+	if out, err := trySh(r, ref, `sh -c 'f(){ f|f& }; f' >/dev/null 2>&1 </dev/null; echo started`, 10*time.Second); err != nil || out != "started\n" {
+		t.Fatalf("starting fork bomb: %q, %v", out, err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(filepath.Join(dir, "pids.current")); err == nil {
+			if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n > limit {
+				t.Fatalf("pids.current = %d above limit %d", n, limit)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	other := start(t, r, runtime.Resources{})
+	if out := sh(t, r, other, "echo alive"); out != "alive\n" {
+		t.Errorf("second sandbox: %q", out)
 	}
 	st, err := r.Status(context.Background(), ref)
-	if err != nil || st != runtime.StateRunning {
-		t.Errorf("Status = %v, %v; want running", st, err)
+	t.Logf("fork-bombed sandbox is %s (%v)", st, err)
+}
+
+func TestResourcesInCgroup(t *testing.T) {
+	r := newRuntime(t)
+	ref := start(t, r, runtime.Resources{CPURequestMilli: 250, CPULimitMilli: 500, MemoryLimitMB: 300, MemoryRequestMB: 100, PidsLimit: 1000})
+	g := r.cgroup(ref.ID)
+	want := map[string][2]string{ // controller -> file, value
+		"cpu quota":  {"cpu", "cpu.cfs_quota_us=50000"},
+		"cpu period": {"cpu", "cpu.cfs_period_us=100000"},
+		"cpu shares": {"cpu", "cpu.shares=256"},
+		"memory":     {"memory", "memory.limit_in_bytes=" + strconv.Itoa(300<<20)},
+		"swap":       {"memory", "memory.memsw.limit_in_bytes=" + strconv.Itoa(300<<20)},
+		"soft":       {"memory", "memory.soft_limit_in_bytes=" + strconv.Itoa(100<<20)},
+		"pids":       {"pids", "pids.max=1000"},
+	}
+	if cgroups.Detect() == cgroups.V2 {
+		want = map[string][2]string{
+			"cpu max":  {"cpu", "cpu.max=50000 100000"},
+			"memory":   {"memory", "memory.max=" + strconv.Itoa(300<<20)},
+			"swap":     {"memory", "memory.swap.max=0"},
+			"pids":     {"pids", "pids.max=1000"},
+			"mem low":  {"memory", "memory.low=" + strconv.Itoa(100<<20)},
+			"cpu prio": {"cpu", "cpu.weight"},
+		}
+	}
+	for name, w := range want {
+		t.Run(name, func(t *testing.T) {
+			file, value, _ := strings.Cut(w[1], "=")
+			dir, err := cgroups.Dir(g, w[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, file)
+			if _, err := os.Stat(p); err != nil {
+				t.Skipf("%s: %v", p, err)
+			}
+			if got := readTrim(t, p); value != "" && got != value {
+				t.Errorf("%s = %q, want %q", p, got, value)
+			}
+		})
+	}
+	u, err := cgroups.ReadUsage(g)
+	if err != nil || u.MemoryBytes == 0 || u.Pids == 0 {
+		t.Errorf("ReadUsage = %+v, %v", u, err)
+	}
+}
+
+func readTrim(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func TestDestroyLeavesNothing(t *testing.T) {
+	r := newRuntime(t)
+	before := snapshot(t)
+	ref := start(t, r, runtime.Resources{MemoryLimitMB: 256, PidsLimit: 500, CPULimitMilli: 1000})
+	sh(t, r, ref, "sleep 1000 >/dev/null 2>&1 & echo started")
+	procs := r.stateProcs(ref.ID)
+	if len(procs) != 2 {
+		t.Errorf("runsc state names %d running processes, want sandbox and gofer", len(procs))
+	}
+	t0 := time.Now()
+	if err := r.Destroy(context.Background(), ref); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("destroy took %v", time.Since(t0))
+	for _, p := range procs {
+		if p.alive() {
+			t.Errorf("process %d outlived Destroy", p.pid)
+		}
+	}
+	if ok, err := cgroups.Exists(r.cgroup(ref.ID)); ok || err != nil {
+		t.Errorf("cgroup %s still exists (%v)", r.cgroup(ref.ID), err)
+	}
+	if _, err := os.Lstat(ref.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("sandbox directory still exists: %v", err)
+	}
+	if files, _ := r.stateFiles(ref.ID); len(files) > 0 {
+		t.Errorf("runsc state left: %v", files)
+	}
+	checkNoLeaks(t, before, snapshot(t))
+	if st, err := r.Status(context.Background(), ref); err != nil || st != runtime.StateAbsent {
+		t.Errorf("Status after Destroy = %v, %v; want absent", st, err)
+	}
+	if err := r.Destroy(context.Background(), ref); err != nil {
+		t.Errorf("second Destroy: %v", err)
+	}
+}
+
+func TestDestroyWithoutRunscState(t *testing.T) {
+	r := newRuntime(t)
+	// A sandbox whose Start never reached runsc create: a bare directory,
+	// with a mount left in it for good measure.
+	ref := newRef()
+	if err := os.MkdirAll(filepath.Join(ref.Dir, chanDirName), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(ref.Dir, upperDirName)
+	if err := os.MkdirAll(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountTmpfs(mnt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cgroups.Create(r.cgroup(ref.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Destroy(context.Background(), ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(ref.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("sandbox directory still exists: %v", err)
+	}
+	if ok, _ := cgroups.Exists(r.cgroup(ref.ID)); ok {
+		t.Errorf("cgroup left")
+	}
+	// Nothing at all: fine too.
+	if err := r.Destroy(context.Background(), newRef()); err != nil {
+		t.Errorf("Destroy of an unknown sandbox: %v", err)
+	}
+}
+
+func TestStartFailureRollsBack(t *testing.T) {
+	r := newRuntime(t)
+	before := snapshot(t)
+	// A platform that cannot start here makes runsc create fail after it
+	// has made its cgroup and state.
+	bad, err := New(Config{RunscPath: r.cfg.RunscPath, Root: r.cfg.Root, CgroupParent: r.cfg.CgroupParent,
+		Platform: "no-such-platform", Logger: r.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := newRef()
+	err = bad.Start(context.Background(), runtime.StartParams{Ref: ref, RootFS: env.rootfs, AgentBinary: env.agent})
+	t.Logf("start error: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "starting sandbox "+ref.ID+": runsc create: ") {
+		t.Fatalf("Start with a bad platform: %v", err)
+	}
+	if !strings.Contains(err.Error(), "no-such-platform") {
+		t.Errorf("error does not carry runsc's message: %v", err)
+	}
+	if _, err := os.Lstat(ref.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("failed Start left its directory: %v", err)
+	}
+	checkNoLeaks(t, before, snapshot(t))
+
+	// Bad parameters are invalid arguments and touch nothing.
+	for name, p := range map[string]runtime.StartParams{
+		"id":     {Ref: runtime.Ref{ID: "../x", Dir: ref.Dir}, RootFS: env.rootfs, AgentBinary: env.agent},
+		"dir":    {Ref: runtime.Ref{ID: "x", Dir: "rel"}, RootFS: env.rootfs, AgentBinary: env.agent},
+		"rootfs": {Ref: ref, RootFS: "/nonexistent", AgentBinary: env.agent},
+		"agent":  {Ref: ref, RootFS: env.rootfs, AgentBinary: "/nonexistent"},
+	} {
+		if err := r.Start(context.Background(), p); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("%s: Start = %v, want invalid argument", name, err)
+		}
+	}
+	// Starting an id twice is refused and leaves the first one running.
+	ok := start(t, r, runtime.Resources{})
+	err = r.Start(context.Background(), runtime.StartParams{Ref: ok, RootFS: env.rootfs, AgentBinary: env.agent})
+	if !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("second Start of %s = %v, want already exists", ok.ID, err)
+	}
+	if out := sh(t, r, ok, "echo still"); out != "still\n" {
+		t.Errorf("first sandbox after refused Start: %q", out)
+	}
+}
+
+func TestDialUnavailable(t *testing.T) {
+	r := newRuntime(t)
+	ref := newRef()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.Dial(ctx, ref); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Errorf("Dial of a missing sandbox = %v, want unavailable", err)
+	}
+}
+
+// TestDialRefusesSymlink: the channel directory is the guest's; a symlink
+// it plants must not lead the daemon to another host socket.
+func TestDialRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "host.sock")
+	l, err := net.Listen("unix", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ch := filepath.Join(dir, "sb", chanDirName)
+	if err := os.MkdirAll(ch, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, filepath.Join(ch, agentSocket)); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runtime{}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if c, err := r.Dial(ctx, runtime.Ref{ID: "sb", Dir: filepath.Join(dir, "sb")}); err == nil {
+		c.Close()
+		t.Fatal("Dial followed a symlink to a host socket")
+	}
+	// A real socket at a path longer than sun_path still works.
+	long := filepath.Join(dir, strings.Repeat("d", 120))
+	if err := os.MkdirAll(filepath.Join(long, chanDirName), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, filepath.Join(long, chanDirName, agentSocket)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Dial(context.Background(), runtime.Ref{ID: "sb", Dir: long})
+	if err != nil {
+		t.Fatalf("Dial at a %d-byte path: %v", len(long), err)
+	}
+	c.Close()
+}
+
+func TestStartDestroyCycles(t *testing.T) {
+	r := newRuntime(t)
+	before := snapshot(t)
+	const n = 20
+	var startT, destroyT time.Duration
+	for i := 0; i < n; i++ {
+		ref := newRef()
+		t0 := time.Now()
+		err := r.Start(context.Background(), runtime.StartParams{Ref: ref, RootFS: env.rootfs, AgentBinary: env.agent,
+			Resources: runtime.Resources{MemoryLimitMB: 256, PidsLimit: 1024}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startT += time.Since(t0)
+		if out := sh(t, r, ref, "echo "+strconv.Itoa(i)); out != strconv.Itoa(i)+"\n" {
+			t.Errorf("cycle %d: %q", i, out)
+		}
+		t0 = time.Now()
+		if err := r.Destroy(context.Background(), ref); err != nil {
+			t.Fatal(err)
+		}
+		destroyT += time.Since(t0)
+	}
+	t.Logf("%d cycles: start %v, destroy %v on average", n, startT/n, destroyT/n)
+	checkNoLeaks(t, before, snapshot(t))
+	entries, _ := os.ReadDir(r.cfg.Root)
+	for _, e := range entries {
+		if e.Name() != "null-netns" {
+			t.Errorf("left in runsc root: %s", e.Name())
+		}
 	}
 }

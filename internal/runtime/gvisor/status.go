@@ -70,8 +70,9 @@ type ociState struct {
 	Status string `json:"status"`
 }
 
-// Status asks runsc about ref: running (or paused) is StateRunning, created
-// or stopped is StateStopped, and no runsc state at all is StateAbsent.
+// Status asks runsc about ref: running (or paused) with a live sandbox
+// process is StateRunning, created or stopped is StateStopped, and no runsc
+// state at all is StateAbsent.
 func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, error) {
 	if err := checkRef(ref); err != nil {
 		return "", err
@@ -95,6 +96,12 @@ func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, e
 	}
 	switch st.Status {
 	case "running", "paused":
+		// runsc tests the sandbox with kill(pid, 0), which a zombie passes:
+		// a sandbox the host OOM killer ended reads as running until init
+		// reaps it.
+		if _, ok := lookupProc(st.Pid); !ok {
+			return runtime.StateStopped, nil
+		}
 		return runtime.StateRunning, nil
 	case "created", "stopped", "creating":
 		return runtime.StateStopped, nil
