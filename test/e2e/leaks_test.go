@@ -1,0 +1,55 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// leftovers lists what the host still has of the given sandboxes: processes
+// naming them, mounts, cgroups (v1 controllers or v2) and directories.
+func (d *daemon) leftovers(ids []string) []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, id := range ids {
+		for _, p := range procs {
+			b, err := os.ReadFile(p)
+			if err == nil && strings.Contains(string(b), id) {
+				out = append(out, "process "+p+": "+strings.ReplaceAll(string(b), "\x00", " "))
+			}
+		}
+		for _, line := range strings.Split(string(mounts), "\n") {
+			if strings.Contains(line, id) {
+				out = append(out, "mount: "+line)
+			}
+		}
+		cgs, _ := filepath.Glob("/sys/fs/cgroup/*/corral/" + id)
+		if v2 := "/sys/fs/cgroup/corral/" + id; exists(v2) {
+			cgs = append(cgs, v2)
+		}
+		for _, cg := range cgs {
+			out = append(out, "cgroup: "+cg)
+		}
+		if dir := filepath.Join(d.state, "sandboxes", id); exists(dir) {
+			out = append(out, "directory: "+dir)
+		}
+	}
+	return out
+}
+
+// assertNoLeaks fails if anything of ids remains, allowing a short grace
+// period for processes that are being reaped.
+func (d *daemon) assertNoLeaks(t *testing.T, ids []string) {
+	t.Helper()
+	var left []string
+	for i := 0; i < 50; i++ {
+		if left = d.leftovers(ids); len(left) == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("leaked after terminate:\n%s", strings.Join(left, "\n"))
+}

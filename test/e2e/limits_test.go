@@ -1,0 +1,54 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A memory hog under --memory-limit 256 is killed or contained, and the
+// daemon and a neighbour keep working.
+func TestMemoryHogContained(t *testing.T) {
+	d := startDaemon(t)
+	neighbour := d.create()
+	hog := d.create("--memory-limit", "256")
+	out, errs, code := d.cli("", "exec", hog, "--", "python3", "-c", "b = bytearray(600 << 20); b[::4096] = b'x' * len(b[::4096]); print('allocated')")
+	if code == 0 && strings.Contains(out, "allocated") {
+		t.Fatalf("600 MiB allocation succeeded under a 256 MiB limit: %q %q", out, errs)
+	}
+	t.Logf("hog: exit %d, stderr %q", code, errs)
+	if got := d.mustCLI("exec", neighbour, "--", "echo", "fine"); got != "fine\n" {
+		t.Errorf("neighbour after the hog: %q", got)
+	}
+	if _, _, code := d.cli("", "ls"); code != 0 {
+		t.Error("daemon stopped answering after the hog")
+	}
+}
+
+// A fork bomb in one sandbox does not stop another from running echo.
+func TestForkBombContained(t *testing.T) {
+	d := startDaemon(t)
+	bomb := d.create("--memory-limit", "256", "--cpu-limit", "1")
+	other := d.create()
+	d.mustCLI("exec", bomb, "--", "sh", "-c", "nohup sh -c 'b() { b | b & }; b' >/dev/null 2>&1 &")
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	if got := d.mustCLI("exec", other, "--", "echo", "still-here"); got != "still-here\n" {
+		t.Errorf("neighbour during a fork bomb: %q", got)
+	}
+	t.Logf("echo in the neighbour during the fork bomb took %s", time.Since(start))
+	d.mustCLI("rm", bomb)
+	d.assertNoLeaks(t, []string{bomb})
+}
+
+// A process that ignores SIGTERM and double-forks is gone after rm.
+func TestStubbornProcessGoneAfterRm(t *testing.T) {
+	d := startDaemon(t)
+	id := d.create()
+	d.mustCLI("exec", id, "--", "sh", "-c", "(trap '' TERM; sh -c \"trap '' TERM; while :; do sleep 1; done\" &) ; sleep 0.2")
+	if out := d.mustCLI("exec", id, "--", "sh", "-c", "ps -eo args | grep -c 'while'"); strings.TrimSpace(out) < "1" {
+		t.Fatalf("the stubborn process did not start: %q", out)
+	}
+	d.mustCLI("rm", id)
+	d.assertNoLeaks(t, []string{id})
+}

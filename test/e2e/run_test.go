@@ -1,0 +1,43 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+)
+
+// The first must-show of the foundation: corral run as a user types it.
+func TestRun(t *testing.T) {
+	d := startDaemon(t)
+	tests := []struct {
+		name             string
+		stdin            string
+		args             []string
+		wantOut, wantErr string
+		wantCode         int
+	}{
+		{"python", "", []string{"python3", "-c", "print(6*7)"}, "42\n", "", 0},
+		{"exit code", "", []string{"sh", "-c", "exit 7"}, "", "", 7},
+		{"separate streams", "", []string{"sh", "-c", "echo out; echo err >&2"}, "out\n", "err\n", 0},
+		{"stdin", "hello\n", []string{"cat"}, "hello\n", "", 0},
+		{"missing command", "", []string{"no-such-command-xyz"}, "", "", 127},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errs, code := d.cli(tt.stdin, append([]string{"run", "--"}, tt.args...)...)
+			if code != tt.wantCode {
+				t.Fatalf("exit code %d, want %d (stdout %q, stderr %q)", code, tt.wantCode, out, errs)
+			}
+			if out != tt.wantOut {
+				t.Errorf("stdout %q, want %q", out, tt.wantOut)
+			}
+			if tt.wantErr != "" && errs != tt.wantErr {
+				t.Errorf("stderr %q, want %q", errs, tt.wantErr)
+			}
+		})
+	}
+	// corral run removes its sandbox.
+	out := d.mustCLI("ls")
+	if strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("corral run left live sandboxes:\n%s", out)
+	}
+}
