@@ -44,7 +44,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(
 		newServeCmd(), newAgentCmd(),
 		newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newInspectCmd(), newRmCmd(),
-		newWaitCmd(), newLogsCmd(), newEventsCmd(), newShellCmd(), newFsCmd(),
+		newWaitCmd(), newLogsCmd(), newEventsCmd(), newShellCmd(), newFsCmd(), newBenchCmd(),
 	)
 	return root
 }

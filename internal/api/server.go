@@ -137,9 +137,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 
 func jsonError(err error) error {
 	var (
-		syntax  *json.SyntaxError
-		typ     *json.UnmarshalTypeError
-		tooBig  *http.MaxBytesError
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+		tooBig *http.MaxBytesError
 	)
 	switch {
 	case errors.As(err, &syntax):

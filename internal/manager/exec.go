@@ -182,4 +182,3 @@ func (m *Manager) Agent(id string) (*agentapi.Client, func(), error) {
 	}
 	return client, release, nil
 }
-

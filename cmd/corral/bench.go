@@ -1,0 +1,34 @@
+package main
+
+import (
+	"os"
+
+	"corral/internal/bench"
+
+	"github.com/spf13/cobra"
+)
+
+func newBenchCmd() *cobra.Command {
+	cfg := bench.Config{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure a running daemon against raw runsc, side by side (needs root for the baseline)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			return bench.Run(ctx, c, cfg, os.Stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVarP(&cfg.N, "n", "n", 20, "samples per figure")
+	f.StringVar(&cfg.RunscPath, "runsc", "/var/lib/corral/bin/runsc", "runsc for the baseline")
+	f.StringVar(&cfg.RootFS, "rootfs", "/var/lib/corral/rootfs/debian-bookworm", "root filesystem for the baseline (the daemon's base)")
+	f.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory for the baseline (default: the system temp dir)")
+	f.IntVar(&cfg.FileMiB, "file-mib", 64, "size of the throughput file in MiB")
+	return cmd
+}

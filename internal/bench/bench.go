@@ -1,0 +1,199 @@
+// Package bench measures Corral against raw runsc, side by side in one run:
+// time to interactive (create to the first output of echo), exec round trip,
+// and file throughput. It drives a running daemon through the Go SDK and
+// runsc directly with an equivalent OCI bundle (same root filesystem, same
+// private overlay layer, no network, same mounts).
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"corral/pkg/apiv1"
+	"corral/sdk/go/corral"
+)
+
+// Config of one benchmark run.
+type Config struct {
+	N         int    // samples per figure
+	RunscPath string // for the baseline
+	RootFS    string // the base root filesystem, as the daemon uses it
+	WorkDir   string // scratch space for raw runsc bundles and state
+	FileMiB   int    // size of the throughput file
+}
+
+// Result is one measured figure.
+type Result struct {
+	Name    string
+	Samples []time.Duration
+}
+
+// Percentile returns the p-th percentile (nearest rank).
+func (r Result) Percentile(p float64) time.Duration {
+	if len(r.Samples) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), r.Samples...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p/100*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// Run measures everything and writes a report to out.
+func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error {
+	raw, err := newRaw(cfg)
+	if err != nil {
+		return err
+	}
+	defer raw.close()
+	fmt.Fprintf(out, "corral bench: n=%d, file=%d MiB, runsc=%s\n\n", cfg.N, cfg.FileMiB, raw.version(ctx))
+
+	tti, err := corralTTI(ctx, c, cfg.N)
+	if err != nil {
+		return fmt.Errorf("corral time to interactive: %w", err)
+	}
+	rawTTI, err := raw.tti(ctx, cfg.N)
+	if err != nil {
+		return fmt.Errorf("raw runsc time to interactive: %w", err)
+	}
+	execs, err := corralExec(ctx, c, cfg.N)
+	if err != nil {
+		return fmt.Errorf("corral exec: %w", err)
+	}
+	rawExecs, err := raw.exec(ctx, cfg.N)
+	if err != nil {
+		return fmt.Errorf("raw runsc exec: %w", err)
+	}
+	report(out, "time to interactive (create → first output of echo)", tti, rawTTI)
+	report(out, "exec round trip (echo in a running sandbox)", execs, rawExecs)
+	return fileThroughput(ctx, c, cfg.FileMiB, out)
+}
+
+func report(out io.Writer, title string, ours, base Result) {
+	fmt.Fprintf(out, "%s\n", title)
+	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "corral", ms(ours.Percentile(50)), ms(ours.Percentile(95)))
+	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "raw runsc", ms(base.Percentile(50)), ms(base.Percentile(95)))
+	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
+		ratio(ours.Percentile(50), base.Percentile(50)), ratio(ours.Percentile(95), base.Percentile(95)))
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// corralTTI creates n sandboxes one after another and times create through
+// the first stdout byte of echo; removal is not timed.
+func corralTTI(ctx context.Context, c *corral.Client, n int) (Result, error) {
+	res := Result{Name: "corral tti"}
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{})
+		if err != nil {
+			return res, err
+		}
+		err = firstOutput(ctx, c, sb.ID)
+		if err == nil {
+			res.Samples = append(res.Samples, time.Since(t0))
+		}
+		if _, terr := c.Terminate(ctx, sb.ID); err == nil {
+			err = terr
+		}
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// firstOutput runs echo and returns once its first output arrived.
+func firstOutput(ctx context.Context, c *corral.Client, id string) error {
+	s, err := c.Exec(ctx, id, apiv1.ExecRequest{Cmd: []string{"echo", "hi"}})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			return err
+		}
+		if ev.Type == apiv1.EventStdout {
+			return nil
+		}
+		if ev.Type == apiv1.EventEnd {
+			return fmt.Errorf("echo ended without output (exit %d)", ev.ExitCode)
+		}
+	}
+}
+
+// corralExec times n full echo round trips in one running sandbox.
+func corralExec(ctx context.Context, c *corral.Client, n int) (Result, error) {
+	res := Result{Name: "corral exec"}
+	sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{})
+	if err != nil {
+		return res, err
+	}
+	defer c.Terminate(context.WithoutCancel(ctx), sb.ID)
+	for i := 0; i < n+1; i++ {
+		t0 := time.Now()
+		var out bytes.Buffer
+		r, err := c.Run(ctx, sb.ID, apiv1.ExecRequest{Cmd: []string{"echo", "hi"}}, nil, &out, io.Discard)
+		if err != nil {
+			return res, err
+		}
+		if r.ExitCode != 0 || strings.TrimSpace(out.String()) != "hi" {
+			return res, fmt.Errorf("echo: exit %d, output %q", r.ExitCode, out.String())
+		}
+		if i > 0 { // the first call warms the connection
+			res.Samples = append(res.Samples, time.Since(t0))
+		}
+	}
+	return res, nil
+}
+
+// fileThroughput writes and reads back a random file of mib MiB.
+func fileThroughput(ctx context.Context, c *corral.Client, mib int, out io.Writer) error {
+	sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{MemoryMB: 1024})
+	if err != nil {
+		return err
+	}
+	defer c.Terminate(context.WithoutCancel(ctx), sb.ID)
+	data := make([]byte, mib<<20)
+	if _, err := rand.Read(data); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if _, err := c.WriteFile(ctx, sb.ID, "/root/bench.bin", bytes.NewReader(data), 0o644); err != nil {
+		return err
+	}
+	write := time.Since(t0)
+	t0 = time.Now()
+	r, _, err := c.ReadFile(ctx, sb.ID, "/root/bench.bin")
+	if err != nil {
+		return err
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		return err
+	}
+	read := time.Since(t0)
+	if !bytes.Equal(got, data) {
+		return fmt.Errorf("read back %d bytes that differ from the %d written", len(got), len(data))
+	}
+	fmt.Fprintf(out, "file throughput (%d MiB, byte-identical)\n", mib)
+	fmt.Fprintf(out, "  write %8.1f MiB/s (%s)\n", float64(mib)/write.Seconds(), ms(write))
+	fmt.Fprintf(out, "  read  %8.1f MiB/s (%s)\n", float64(mib)/read.Seconds(), ms(read))
+	return nil
+}
