@@ -1,0 +1,67 @@
+package sandbox
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"corral/internal/errdefs"
+)
+
+func TestNormalize(t *testing.T) {
+	tests := []struct {
+		name  string
+		spec  Spec
+		field string // empty: valid
+	}{
+		{"defaults", Spec{}, ""},
+		{"unknown runtime", Spec{Runtime: "docker"}, "runtime"},
+		{"negative memory", Spec{MemoryMB: -1}, "memory_mb"},
+		{"limit below request", Spec{MemoryMB: 512, MemoryLimitMB: 256}, "memory_limit_mb"},
+		{"tiny limit", Spec{MemoryLimitMB: 8}, "memory_limit_mb"},
+		{"cpu limit below request", Spec{CPU: 2, CPULimit: 1}, "cpu_limit"},
+		{"too many cpus", Spec{CPU: 1000}, "cpu"},
+		{"timeout over a day", Spec{Timeout: 25 * time.Hour}, "timeout"},
+		{"negative idle", Spec{IdleTimeout: -time.Second}, "idle_timeout"},
+		{"bad env name", Spec{Env: map[string]string{"A=B": "x"}}, "env"},
+		{"NUL in env", Spec{Env: map[string]string{"A": "x\x00"}}, "env"},
+		{"relative workdir", Spec{Workdir: "tmp"}, "workdir"},
+		{"bad name", Spec{Name: "../x"}, "name"},
+		{"empty entrypoint word", Spec{Entrypoint: []string{""}}, "entrypoint"},
+		{"unknown image", Spec{Image: "nope:1"}, "image"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.spec
+			err := s.Normalize()
+			if tt.field == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Runtime != "gvisor" || s.Timeout != DefaultTimeout || s.MemoryLimitMB != DefaultMemoryMB || s.CPU != DefaultCPU {
+					t.Errorf("defaults not applied: %+v", s)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("error %v does not name %s", err, tt.field)
+			}
+			if !errors.Is(err, errdefs.ErrInvalidArgument) && !errors.Is(err, errdefs.ErrNotFound) {
+				t.Errorf("error kind of %v", err)
+			}
+		})
+	}
+}
+
+func TestIDs(t *testing.T) {
+	id := NewID()
+	if !ValidID(id) {
+		t.Fatalf("NewID() = %q is not valid", id)
+	}
+	for _, bad := range []string{"", "sb-", "../../etc", "sb-AAAAAAAAAAAAAAAA", "sb-aaaaaaaaaaaaaaa/", id + "x"} {
+		if ValidID(bad) {
+			t.Errorf("ValidID(%q) = true", bad)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"corral/internal/errdefs"
+	"corral/internal/sandbox"
+)
+
+func TestSandboxesSurviveReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "corral.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sandbox.Spec{Runtime: "gvisor", Image: "base", CPU: 1, MemoryMB: 512, MemoryLimitMB: 512, Timeout: time.Minute, Tags: map[string]string{"a": "b"}}
+	live := &sandbox.Sandbox{ID: sandbox.NewID(), Spec: spec, State: sandbox.Running, CreatedAt: time.Now().UTC(), Dir: "/x"}
+	code := 124
+	dead := &sandbox.Sandbox{ID: sandbox.NewID(), Spec: spec, State: sandbox.Terminated, CreatedAt: time.Now().UTC(),
+		EndedAt: time.Now().UTC(), ExitCode: &code, EndReason: sandbox.EndTimeout}
+	for _, sb := range []*sandbox.Sandbox{live, dead} {
+		if err := s.PutSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendEvent(ctx, Event{SandboxID: live.ID, Kind: "running", Message: "m", Fields: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.GetSandbox(ctx, dead.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ExitCode == nil || *got.ExitCode != 124 || got.State != sandbox.Terminated || got.Spec.Tags["a"] != "b" || got.Spec.Timeout != time.Minute {
+		t.Errorf("reopened record differs: %+v", got)
+	}
+	lives, err := s.ListSandboxes(ctx, true)
+	if err != nil || len(lives) != 1 || lives[0].ID != live.ID {
+		t.Errorf("live list: %v %+v", err, lives)
+	}
+	evs, err := s.Events(ctx, live.ID, 0, 10)
+	if err != nil || len(evs) != 1 || evs[0].Fields["k"] != "v" {
+		t.Errorf("events: %v %+v", err, evs)
+	}
+	if _, err := s.GetSandbox(ctx, "sb-missing"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("missing sandbox: %v, want not found", err)
+	}
+}
+
+func TestProcesses(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PutProcessStart(ctx, Process{SandboxID: "sb-1", PID: 7, Args: []string{"echo", "hi"}, StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutProcessEnd(ctx, "sb-1", 7, 3, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := s.Processes(ctx, "sb-1")
+	if err != nil || len(ps) != 1 || ps[0].ExitCode == nil || *ps[0].ExitCode != 3 || ps[0].Args[1] != "hi" {
+		t.Fatalf("processes: %v %+v", err, ps)
+	}
+}
