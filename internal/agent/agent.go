@@ -1,0 +1,212 @@
+// Package agent is the guest agent: PID 1 inside every sandbox, whatever the
+// runtime. It serves the host<->agent protocol of package agentapi (see
+// docs/AGENT_PROTOCOL.md) over one byte stream: it starts and supervises
+// processes, streams their output, reaps zombies, and reads and writes
+// files, every path resolved inside its root by package fspath.
+//
+// Everything the daemon sends is bounded (frame, header and body sizes,
+// concurrent streams, output backlogs, process counts) and every path is
+// treated as hostile: the agent shares the sandbox with untrusted code.
+//
+// It imports nothing from the daemon: only agentapi, fspath, errdefs, the
+// standard library and golang.org/x.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"corral/internal/agentapi"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Root is the directory every file path and /etc/passwd are resolved
+	// in: "/" in production, a temporary directory in tests.
+	Root string
+	// Listen is the address Main listens on: "unix:/path/to/sock".
+	Listen string
+	// Logger receives the agent's own logs; nil discards them.
+	Logger *slog.Logger
+	// Console receives the output of processes started with Log: the
+	// sandbox console (os.Stdout in production); nil discards it.
+	Console io.Writer
+}
+
+// Bounds of the HTTP/2 transport (docs/AGENT_PROTOCOL.md, "Transport").
+const (
+	maxFrameSize         = 16 << 10
+	maxHeaderBytes       = 64 << 10
+	maxConcurrentStreams = 1000
+)
+
+// Server serves the agent protocol. One Server holds the sandbox's process
+// table; any number of connections, over time or at once, share it.
+type Server struct {
+	root    string
+	log     *slog.Logger
+	console io.Writer
+	procs   *table
+	reaper  *reaper
+	started time.Time
+	h2      *http2.Server
+	base    *http.Server
+	handler http.Handler
+}
+
+// New returns a Server. It starts the process-wide child reaper, which waits
+// for every child of this process from then on.
+func New(cfg Config) *Server {
+	root := cfg.Root
+	if root == "" {
+		root = "/"
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	console := cfg.Console
+	if console == nil {
+		console = io.Discard
+	}
+	s := &Server{
+		root:    filepath.Clean(root),
+		log:     log,
+		console: &lockedWriter{w: console},
+		procs:   newTable(),
+		reaper:  startReaper(),
+		started: time.Now(),
+		h2: &http2.Server{
+			MaxReadFrameSize:     maxFrameSize,
+			MaxConcurrentStreams: maxConcurrentStreams,
+		},
+	}
+	s.handler = s.routes()
+	s.base = &http.Server{
+		MaxHeaderBytes: maxHeaderBytes,
+		Handler:        s.handler,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return s
+}
+
+// routes maps every path of every protocol version this agent serves.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+agentapi.PathVersion, s.wrap(s.version))
+	for _, v := range agentapi.SupportedVersions {
+		p := fmt.Sprintf("/v%d", v)
+		mux.Handle("GET "+p+agentapi.PathHealth, s.wrap(s.health))
+		mux.Handle("POST "+p+agentapi.PathStart, s.wrap(s.processStart))
+		mux.Handle("POST "+p+agentapi.PathConnect, s.wrap(s.processConnect))
+		mux.Handle("GET "+p+agentapi.PathList, s.wrap(s.processList))
+		mux.Handle("POST "+p+agentapi.PathStdin, s.wrap(s.processStdin))
+		mux.Handle("POST "+p+agentapi.PathCloseStdin, s.wrap(s.processCloseStdin))
+		mux.Handle("POST "+p+agentapi.PathSignal, s.wrap(s.processSignal))
+		mux.Handle("POST "+p+agentapi.PathResize, s.wrap(s.processResize))
+		mux.Handle("GET "+p+agentapi.PathFiles, s.wrap(s.fsRead))
+		mux.Handle("PUT "+p+agentapi.PathFiles, s.wrap(s.fsWrite))
+		mux.Handle("GET "+p+agentapi.PathStat, s.wrap(s.fsStat))
+		mux.Handle("GET "+p+agentapi.PathListDir, s.wrap(s.fsList))
+		mux.Handle("POST "+p+agentapi.PathMakeDir, s.wrap(s.fsMkdir))
+		mux.Handle("POST "+p+agentapi.PathRemove, s.wrap(s.fsRemove))
+		mux.Handle("POST "+p+agentapi.PathRename, s.wrap(s.fsRename))
+		mux.Handle("POST "+p+agentapi.PathChmod, s.wrap(s.fsChmod))
+	}
+	mux.Handle("/", s.wrap(notFound))
+	return mux
+}
+
+// ServeConn serves one HTTP/2 connection until it closes or ctx ends.
+func (s *Server) ServeConn(ctx context.Context, conn net.Conn) {
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	defer conn.Close()
+	s.log.Debug("connection opened", "op", "serve")
+	s.h2.ServeConn(conn, &http2.ServeConnOpts{
+		Context:    ctx,
+		BaseConfig: s.base,
+		Handler:    s.handler,
+	})
+	s.log.Debug("connection closed", "op", "serve")
+}
+
+// Serve accepts connections on l until ctx ends (then it returns nil) or
+// accepting fails for good. The daemon reconnects after its own restart, so
+// a closed connection is routine. Serve closes l.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	backoff := 5 * time.Millisecond
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !temporary(err) {
+				return fmt.Errorf("accepting connections: %w", err)
+			}
+			s.log.Warn("accept failed; retrying", "op", "serve", "err", err)
+			if !sleepCtx(ctx, backoff) {
+				return nil
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.ServeConn(ctx, conn)
+		}()
+	}
+}
+
+// temporary reports accept errors worth retrying (out of descriptors, a
+// client that went away during the handshake).
+func temporary(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ENOBUFS) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EINTR)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// lockedWriter serialises writes to the console from many processes.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"corral/internal/agentapi"
+	"corral/internal/errdefs"
+	"corral/internal/fspath"
+)
+
+// Defaults for created files and directories.
+const (
+	defaultFileMode = 0o644
+	defaultDirMode  = 0o755
+)
+
+// fsWrite is PUT /v1/files?path=P[&mode=0644][&user=U]: the body is streamed
+// into a temporary file beside the target, then renamed over it, so readers
+// never see a partial file. Missing parent directories are created.
+func (s *Server) fsWrite(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	mode, hasMode, err := parseMode(q.Get("mode"))
+	if err != nil {
+		return err
+	}
+	acct, err := s.lookupUser(q.Get("user"))
+	if err != nil {
+		return err
+	}
+	sandbox, err := sandboxPath(q.Get("path"), acct.home)
+	if err != nil {
+		return err
+	}
+	host, err := s.resolve(sandbox, true)
+	if err != nil {
+		return err
+	}
+	if host == s.root {
+		return errdefs.Invalid("path", "cannot write over the root")
+	}
+	if !hasMode {
+		mode = existingMode(host)
+	}
+	dir, err := fspath.MkdirAll(s.root, fspath.Rel(s.root, filepath.Dir(host)), defaultDirMode)
+	if err != nil {
+		return fsError("creating parent of", sandbox, err)
+	}
+	if err := s.writeAtomic(r.Body, dir, host, mode, acct, q.Get("user") != ""); err != nil {
+		return fsError("writing", sandbox, err)
+	}
+	info, err := s.entryInfo(host, s.newIDNames())
+	if err != nil {
+		return fsError("stat", sandbox, err)
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+// writeAtomic copies body into a new temporary file in dir and renames it
+// to host. The temporary file is created with O_EXCL under a random name,
+// so nothing the sandbox planted can redirect it.
+func (s *Server) writeAtomic(body io.Reader, dir, host string, mode uint32, acct account, chown bool) (err error) {
+	tmp, err := os.CreateTemp(dir, ".corral-upload-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = io.Copy(tmp, body); err != nil {
+		return fmt.Errorf("%w: receiving the body: %v", errdefs.ErrUnavailable, err)
+	}
+	if err = tmp.Chmod(agentapi.FileMode(mode)); err != nil {
+		return err
+	}
+	if chown {
+		if err = tmp.Chown(int(acct.uid), int(acct.gid)); err != nil {
+			return err
+		}
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), host)
+}
+
+// parseMode parses an octal mode query parameter ("0644").
+func parseMode(s string) (uint32, bool, error) {
+	if s == "" {
+		return 0, false, nil
+	}
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, false, errdefs.Invalid("mode", "%q is not an octal mode", s)
+	}
+	return uint32(m), true, nil
+}
+
+// existingMode keeps the mode of the file being replaced; a new file gets
+// defaultFileMode.
+func existingMode(host string) uint32 {
+	if fi, err := os.Lstat(host); err == nil && fi.Mode().IsRegular() {
+		return agentapi.UnixMode(fi.Mode())
+	}
+	return defaultFileMode
+}

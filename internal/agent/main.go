@@ -1,0 +1,115 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Main is the entry point of `corral agent --listen unix:PATH [--root DIR]`;
+// args are the arguments after the subcommand. It takes on PID 1's duties
+// (or becomes a child subreaper when it is not PID 1), listens, and serves
+// until SIGTERM or SIGINT, which kill every process group it started (every
+// process in the sandbox when it is PID 1). It returns the exit code.
+func Main(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("corral agent", flag.ContinueOnError)
+	listen := fs.String("listen", "", "where to serve the agent protocol: unix:PATH")
+	root := fs.String("root", "/", "directory that file paths are resolved in")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if fs.NArg() > 0 || *listen == "" {
+		fmt.Fprintln(fs.Output(), "usage: corral agent --listen unix:PATH [--root DIR]")
+		return 2
+	}
+	if err := becomeInit(); err != nil {
+		log.Warn("cannot become a child subreaper; orphans will not be reaped", "op", "init", "err", err)
+	}
+	setDefaultEnv()
+	l, err := listenUnix(*listen)
+	if err != nil {
+		log.Error("listen failed", "op", "init", "err", err)
+		return 1
+	}
+	srv := New(Config{Root: *root, Listen: *listen, Logger: log, Console: os.Stdout})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.Info("terminating", "op", "init", "signal", sig.String())
+			srv.killAll()
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	log.Info("agent listening", "op", "init", "listen", *listen, "pid", os.Getpid())
+	if err := srv.Serve(ctx, l); err != nil {
+		log.Error("serving failed", "op", "init", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// becomeInit makes this process the reaper of orphans: PID 1 is by nature;
+// otherwise it asks to be a child subreaper.
+func becomeInit() error {
+	if os.Getpid() == 1 {
+		return nil
+	}
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// setDefaultEnv gives processes a usable PATH and HOME when the runtime
+// started the agent with an empty environment.
+func setDefaultEnv() {
+	if os.Getenv("PATH") == "" {
+		os.Setenv("PATH", defaultPath)
+	}
+	if os.Getenv("HOME") == "" {
+		os.Setenv("HOME", rootAccount.home)
+	}
+}
+
+// listenUnix listens on "unix:PATH", removing a stale socket left by a
+// previous agent (but nothing that is not a socket).
+func listenUnix(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, "unix:")
+	if !ok || path == "" {
+		return nil, fmt.Errorf("listen address %q: want unix:PATH", addr)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("listen address %s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("removing stale socket: %w", err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	return net.Listen("unix", path)
+}
+
+// killAll SIGKILLs every process group the agent started and, as PID 1,
+// every other process in the sandbox (kill(-1) spares only the caller).
+func (s *Server) killAll() {
+	for _, pgid := range s.procs.pgids() {
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+	}
+	if os.Getpid() == 1 {
+		_ = unix.Kill(-1, unix.SIGKILL)
+	}
+}

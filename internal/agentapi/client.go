@@ -1,0 +1,243 @@
+package agentapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"golang.org/x/net/http2"
+
+	"corral/internal/errdefs"
+)
+
+// maxErrorBody bounds the error and JSON response bodies the client reads.
+const maxErrorBody = 64 << 10
+
+// maxResponseBody bounds a JSON response (a deep directory listing).
+const maxResponseBody = 64 << 20
+
+// Client is the daemon's connection to one agent. It is safe for concurrent
+// use: every call is one HTTP/2 stream on the same connection.
+type Client struct {
+	cc           *http2.ClientConn
+	conn         *watchedConn
+	version      int
+	agentVersion string
+	prefix       string
+}
+
+// NewClient speaks HTTP/2 with prior knowledge over conn, asks the agent
+// which protocol versions it serves, and picks the highest one both sides
+// support. The Client owns conn from now on, even when NewClient fails.
+func NewClient(ctx context.Context, conn net.Conn) (*Client, error) {
+	wc := newWatchedConn(conn)
+	tr := &http2.Transport{
+		AllowHTTP:                  true,
+		DisableCompression:         true,
+		MaxHeaderListSize:          64 << 10,
+		StrictMaxConcurrentStreams: true,
+	}
+	cc, err := tr.NewClientConn(wc)
+	if err != nil {
+		wc.Close()
+		return nil, fmt.Errorf("%w: agent: starting http/2: %v", errdefs.ErrUnavailable, err)
+	}
+	c := &Client{cc: cc, conn: wc}
+	if err := c.negotiate(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Client) negotiate(ctx context.Context) error {
+	var info VersionInfo
+	if err := c.callJSON(ctx, http.MethodGet, PathVersion, nil, nil, &info); err != nil {
+		return fmt.Errorf("agent: negotiating version: %w", err)
+	}
+	best := 0
+	for _, theirs := range info.Protocols {
+		for _, ours := range SupportedVersions {
+			if theirs == ours && ours > best {
+				best = ours
+			}
+		}
+	}
+	if best == 0 {
+		return fmt.Errorf("%w: agent %q speaks protocols %v, we speak %v",
+			errdefs.ErrNotSupported, info.Agent, info.Protocols, SupportedVersions)
+	}
+	c.version = best
+	c.agentVersion = info.Agent
+	c.prefix = "/v" + strconv.Itoa(best)
+	return nil
+}
+
+// Version returns the negotiated protocol version.
+func (c *Client) Version() int { return c.version }
+
+// AgentVersion returns the agent's release string.
+func (c *Client) AgentVersion() string { return c.agentVersion }
+
+// Close closes the connection; calls in flight fail with ErrUnavailable.
+// Processes in the sandbox keep running.
+func (c *Client) Close() error {
+	err := c.cc.Close()
+	c.conn.Close()
+	return err
+}
+
+// Done is closed when the connection is lost or closed.
+func (c *Client) Done() <-chan struct{} { return c.conn.done }
+
+// Health checks that the agent answers.
+func (c *Client) Health(ctx context.Context) error {
+	var h HealthInfo
+	if err := c.callJSON(ctx, http.MethodGet, c.prefix+PathHealth, nil, nil, &h); err != nil {
+		return fmt.Errorf("agent health: %w", err)
+	}
+	if !h.OK {
+		return fmt.Errorf("%w: agent reports unhealthy", errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+// do sends one request and returns a 2xx response, or the agent's error
+// translated into an errdefs kind (the body is then closed).
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body io.Reader) (*http.Response, error) {
+	u := "http://agent" + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: building request: %v", errdefs.ErrInvalidArgument, err)
+	}
+	resp, err := c.cc.RoundTrip(req)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+// callJSON sends in (when not nil) as a JSON body and decodes the response
+// into out (when not nil).
+func (c *Client) callJSON(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		var err error
+		if body, err = jsonBody(in); err != nil {
+			return err
+		}
+	}
+	return c.exchange(ctx, method, path, query, body, out)
+}
+
+// exchange sends body and decodes the JSON response into out (when not nil).
+func (c *Client) exchange(ctx context.Context, method, path string, query url.Values, body io.Reader, out any) error {
+	resp, err := c.do(ctx, method, path, query, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		return nil
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBody)).Decode(out); err != nil {
+		return fmt.Errorf("decoding agent response: %w", transportError(ctx, err))
+	}
+	return nil
+}
+
+// transportError classifies a failure to talk to the agent: the caller's
+// own cancellation stays as it is, anything else means the agent is
+// unavailable.
+func transportError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("agent: %w", ctxErr)
+	}
+	var synErr *json.SyntaxError
+	if errors.As(err, &synErr) {
+		return fmt.Errorf("agent: malformed response: %w", err)
+	}
+	return fmt.Errorf("%w: agent: %v", errdefs.ErrUnavailable, err)
+}
+
+// decodeError turns a non-2xx response into an errdefs kind: from the JSON
+// error body when there is one, else from the status code.
+func decodeError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var w errdefs.Wire
+	if json.Unmarshal(b, &w) == nil && w.Error.Code != "" {
+		return errdefs.FromCode(w.Error.Code, w.Error.Message)
+	}
+	return fmt.Errorf("%w: agent answered %s", statusKind(resp.StatusCode), resp.Status)
+}
+
+func statusKind(status int) error {
+	switch status {
+	case http.StatusNotFound:
+		return errdefs.ErrNotFound
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return errdefs.ErrInvalidArgument
+	case http.StatusConflict:
+		return errdefs.ErrFailedPrecondition
+	case http.StatusForbidden:
+		return errdefs.ErrPermissionDenied
+	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return errdefs.ErrNotSupported
+	case http.StatusTooManyRequests:
+		return errdefs.ErrResourceExhausted
+	case http.StatusServiceUnavailable, http.StatusBadGateway:
+		return errdefs.ErrUnavailable
+	default:
+		return errors.New("internal error")
+	}
+}
+
+// watchedConn closes done when the connection fails or is closed, which is
+// how Client.Done learns that the agent is gone.
+type watchedConn struct {
+	net.Conn
+	once sync.Once
+	done chan struct{}
+}
+
+func newWatchedConn(c net.Conn) *watchedConn {
+	return &watchedConn{Conn: c, done: make(chan struct{})}
+}
+
+func (w *watchedConn) Read(p []byte) (int, error) {
+	n, err := w.Conn.Read(p)
+	if err != nil {
+		w.lost()
+	}
+	return n, err
+}
+
+func (w *watchedConn) Write(p []byte) (int, error) {
+	n, err := w.Conn.Write(p)
+	if err != nil {
+		w.lost()
+	}
+	return n, err
+}
+
+func (w *watchedConn) Close() error {
+	w.lost()
+	return w.Conn.Close()
+}
+
+func (w *watchedConn) lost() { w.once.Do(func() { close(w.done) }) }

@@ -1,0 +1,219 @@
+// Package agentapi is the versioned protocol between the Corral daemon and
+// the guest agent (PID 1 inside every sandbox): the wire types, the paths,
+// and the daemon-side Client. docs/AGENT_PROTOCOL.md is its specification.
+//
+// The protocol is HTTP/2 with prior knowledge over one byte stream. GET
+// /version is frozen forever; every other path is prefixed with /v<N> for the
+// protocol version N that both sides chose. Images and memory snapshots
+// freeze an agent binary, so a type here never changes meaning within a
+// version: add fields, never repurpose them.
+//
+// This package imports only errdefs, the standard library and golang.org/x/net.
+package agentapi
+
+import "time"
+
+// ProtocolVersion is the newest protocol version this package speaks.
+const ProtocolVersion = 1
+
+// SupportedVersions lists every protocol version this package speaks, newest
+// last. Both the agent (in GET /version) and the client use it.
+var SupportedVersions = []int{1}
+
+// AgentVersion is the agent's release string reported in GET /version.
+const AgentVersion = "corral-agent 0.1.0"
+
+// Paths. PathVersion is unversioned; the others follow the /v<N> prefix.
+const (
+	PathVersion       = "/version"
+	PathHealth        = "/health"
+	PathStart         = "/process/start"
+	PathConnect       = "/process/connect"
+	PathList          = "/process/list"
+	PathStdin         = "/process/stdin"
+	PathCloseStdin    = "/process/close-stdin"
+	PathSignal        = "/process/signal"
+	PathResize        = "/process/resize"
+	PathFiles         = "/files"
+	PathStat          = "/fs/stat"
+	PathListDir       = "/fs/list"
+	PathMakeDir       = "/fs/mkdir"
+	PathRemove        = "/fs/remove"
+	PathRename        = "/fs/rename"
+	PathChmod         = "/fs/chmod"
+	ContentTypeNDJSON = "application/x-ndjson"
+)
+
+// Bounds shared by both sides.
+const (
+	// MaxJSONBody is the largest JSON request body the agent accepts.
+	MaxJSONBody = 1 << 20
+	// MaxChunk is the largest output chunk in one event.
+	MaxChunk = 32 << 10
+	// MaxEventLine bounds one NDJSON line (a base64 MaxChunk plus framing).
+	MaxEventLine = 256 << 10
+	// MaxListDepth is the deepest ListDir recursion.
+	MaxListDepth = 16
+	// KeepaliveInterval is the silence after which a stream sends a keepalive.
+	KeepaliveInterval = 15 * time.Second
+)
+
+// Event types on a process stream.
+const (
+	EventStart     = "start"
+	EventStdout    = "stdout"
+	EventStderr    = "stderr"
+	EventPTY       = "pty"
+	EventEnd       = "end"
+	EventKeepalive = "keepalive"
+)
+
+// ExitCodeTimeout is the exit code reported when the per-process timeout
+// fired, as timeout(1) does.
+const ExitCodeTimeout = 124
+
+// VersionInfo is the body of GET /version.
+type VersionInfo struct {
+	Protocols []int  `json:"protocols"`
+	Agent     string `json:"agent"`
+}
+
+// HealthInfo is the body of GET /v1/health.
+type HealthInfo struct {
+	OK       bool  `json:"ok"`
+	UptimeMS int64 `json:"uptime_ms"`
+}
+
+// PTYSize is a terminal size in character cells.
+type PTYSize struct {
+	Cols uint16 `json:"cols"`
+	Rows uint16 `json:"rows"`
+}
+
+// StartRequest is the body of POST /v1/process/start.
+type StartRequest struct {
+	// Args is the argv; Args[0] is looked up in PATH.
+	Args []string `json:"args"`
+	// Env is merged over the agent's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// Cwd defaults to the user's home directory.
+	Cwd string `json:"cwd,omitempty"`
+	// User is a name, a uid, or uid:gid; default root.
+	User string `json:"user,omitempty"`
+	// Stdin gives the process a pipe fed by POST /v1/process/stdin;
+	// otherwise its stdin is /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
+	// PTY gives the process a terminal of that size.
+	PTY *PTYSize `json:"pty,omitempty"`
+	// TimeoutMS, when positive, SIGKILLs the process group after that long.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// Tag optionally names the process, unique among running processes.
+	Tag string `json:"tag,omitempty"`
+	// Log copies the output to the sandbox console as well.
+	Log bool `json:"log,omitempty"`
+}
+
+// ConnectRequest is the body of POST /v1/process/connect: a pid or a tag.
+type ConnectRequest struct {
+	PID int    `json:"pid,omitempty"`
+	Tag string `json:"tag,omitempty"`
+}
+
+// PIDRequest is the body of POST /v1/process/close-stdin.
+type PIDRequest struct {
+	PID int `json:"pid"`
+}
+
+// SignalRequest is the body of POST /v1/process/signal.
+type SignalRequest struct {
+	PID    int `json:"pid"`
+	Signal int `json:"signal"`
+}
+
+// ResizeRequest is the body of POST /v1/process/resize.
+type ResizeRequest struct {
+	PID  int    `json:"pid"`
+	Cols uint16 `json:"cols"`
+	Rows uint16 `json:"rows"`
+}
+
+// Event is one line of a process stream.
+type Event struct {
+	Type string `json:"type"`
+	// PID is set on start events.
+	PID int `json:"pid,omitempty"`
+	// Data is set on stdout, stderr and pty events (base64 on the wire).
+	Data []byte `json:"data,omitempty"`
+	// ExitCode, Signal, TimedOut and Error are set on end events.
+	ExitCode int    `json:"exit_code,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// ProcessInfo describes a running process in GET /v1/process/list.
+type ProcessInfo struct {
+	PID       int       `json:"pid"`
+	Tag       string    `json:"tag"`
+	Args      []string  `json:"args"`
+	Cwd       string    `json:"cwd"`
+	PTY       bool      `json:"pty"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// ProcessList is the body of GET /v1/process/list.
+type ProcessList struct {
+	Processes []ProcessInfo `json:"processes"`
+}
+
+// Entry types in EntryInfo.Type.
+const (
+	EntryFile    = "file"
+	EntryDir     = "dir"
+	EntrySymlink = "symlink"
+	EntryOther   = "other"
+)
+
+// EntryInfo describes a filesystem entry. Path is the path inside the
+// sandbox; Mode holds the unix permission bits (07777).
+type EntryInfo struct {
+	Name          string    `json:"name"`
+	Path          string    `json:"path"`
+	Type          string    `json:"type"`
+	Size          int64     `json:"size"`
+	Mode          uint32    `json:"mode"`
+	Permissions   string    `json:"permissions"`
+	Owner         string    `json:"owner"`
+	Group         string    `json:"group"`
+	ModifiedAt    time.Time `json:"modified_at"`
+	SymlinkTarget string    `json:"symlink_target,omitempty"`
+}
+
+// DirList is the body of GET /v1/fs/list.
+type DirList struct {
+	Entries []EntryInfo `json:"entries"`
+}
+
+// MakeDirRequest is the body of POST /v1/fs/mkdir.
+type MakeDirRequest struct {
+	Path string `json:"path"`
+	Mode uint32 `json:"mode,omitempty"`
+}
+
+// RemoveRequest is the body of POST /v1/fs/remove.
+type RemoveRequest struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// RenameRequest is the body of POST /v1/fs/rename.
+type RenameRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// ChmodRequest is the body of POST /v1/fs/chmod.
+type ChmodRequest struct {
+	Path string `json:"path"`
+	Mode uint32 `json:"mode"`
+}
