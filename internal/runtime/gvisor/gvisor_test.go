@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"corral/internal/cgroups"
 	"corral/internal/errdefs"
 	"corral/internal/runtime"
@@ -381,5 +383,72 @@ func TestStartDestroyCycles(t *testing.T) {
 		if e.Name() != "null-netns" {
 			t.Errorf("left in runsc root: %s", e.Name())
 		}
+	}
+}
+
+// TestReadOnlyRootFS starts a sandbox on a read-only bind mount of the base
+// rootfs: Start and runsc must not write to the shared tree, and the guest
+// still has a writable root.
+func TestReadOnlyRootFS(t *testing.T) {
+	r := newRuntime(t)
+	ro := filepath.Join(env.base, "ro-rootfs")
+	if err := os.MkdirAll(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(env.rootfs, ro, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(ro, unix.MNT_DETACH)
+	if err := unix.Mount("", ro, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	ref := newRef()
+	err := r.Start(context.Background(), runtime.StartParams{Ref: ref, RootFS: ro, AgentBinary: env.agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.Destroy(context.Background(), ref); err != nil {
+			t.Error(err)
+		}
+	}()
+	if out := sh(t, r, ref, "echo w > /w && mkdir -p /usr/x && cat /w"); out != "w\n" {
+		t.Errorf("writing on a read-only base: %q", out)
+	}
+}
+
+func TestRootFSWithoutMountPoints(t *testing.T) {
+	r := newRuntime(t)
+	bare := t.TempDir()
+	ref := newRef()
+	p := runtime.StartParams{Ref: ref, RootFS: bare, AgentBinary: env.agent}
+	if err := r.Start(context.Background(), p); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("Start on a rootfs without mount points = %v, want failed precondition", err)
+	}
+	if _, err := os.Lstat(ref.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("refused Start made its directory: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := PrepareRootFS(bare); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := checkRootFS(bare); err != nil {
+		t.Errorf("after PrepareRootFS: %v", err)
+	}
+}
+
+func TestDebugLog(t *testing.T) {
+	r := newRuntime(t)
+	r.cfg.Debug = true
+	ref := start(t, r, runtime.Resources{})
+	sh(t, r, ref, "true")
+	fi, err := os.Stat(filepath.Join(ref.Dir, "runsc.log"))
+	if err != nil || fi.Size() == 0 {
+		t.Errorf("runsc.log with Debug: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(ref.Dir, consoleLog))
+	if err != nil || !strings.Contains(string(b), "fakeagent listening") {
+		t.Errorf("console.log does not hold PID 1's output: %q, %v", b, err)
 	}
 }

@@ -75,8 +75,8 @@ func checkStartParams(p runtime.StartParams) error {
 	if err := checkRef(p.Ref); err != nil {
 		return err
 	}
-	if fi, err := os.Stat(p.RootFS); err != nil || !fi.IsDir() {
-		return errdefs.Invalid("rootfs", "%q is not a directory", p.RootFS)
+	if err := checkRootFS(p.RootFS); err != nil {
+		return err
 	}
 	if fi, err := os.Stat(p.AgentBinary); err != nil || !fi.Mode().IsRegular() {
 		return errdefs.Invalid("agent binary", "%q is not a regular file", p.AgentBinary)

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# deps.sh installs what the Corral daemon needs on a fresh Debian 12 host, as
+# root, idempotently:
+#   - Debian packages: mmdebstrap, iproute2, nftables, ca-certificates (and
+#     the tools this script itself uses);
+#   - runsc (gVisor) at a pinned version, built with CGO_ENABLED=0, into
+#     $STATE/bin/runsc (rebuilt only when the pin changes);
+#   - the base root filesystem $STATE/rootfs/debian-bookworm (rebuilt only
+#     when its recipe changes).
+# Go must already be installed (/usr/local/go or on PATH).
+#
+# STATE is ${CORRAL_STATE_DIR:-/var/lib/corral}. CORRAL_DEBIAN_MIRROR
+# overrides mmdebstrap's mirror. The script is quiet when there is nothing to
+# do, says what it installs otherwise, and takes a lock so that concurrent
+# runs do not race. It exports nothing.
+set -euo pipefail
+
+RUNSC_MODULE=gvisor.dev/gvisor/runsc
+RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237
+
+ROOTFS_NAME=debian-bookworm
+ROOTFS_SUITE=bookworm
+ROOTFS_VARIANT=minbase
+ROOTFS_INCLUDE=python3,ca-certificates,curl,git,procps,coreutils
+# Mount points the gvisor runtime binds the agent and its socket directory
+# onto (see internal/runtime/gvisor PrepareRootFS). Part of the recipe: a
+# rootfs built before they were added is rebuilt.
+ROOTFS_LAYOUT=corral-mountpoints-1
+
+APT_PACKAGES=(mmdebstrap iproute2 nftables ca-certificates util-linux)
+
+STATE=${CORRAL_STATE_DIR:-/var/lib/corral}
+
+say() { echo "deps: $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+[[ $(id -u) -eq 0 ]] || die "must run as root"
+
+mkdir -p "$STATE/bin" "$STATE/rootfs"
+exec 9>"$STATE/.deps.lock"
+if ! flock -n 9; then
+	say "waiting for another deps.sh to finish"
+	flock 9
+fi
+
+# install_packages installs the missing ones of APT_PACKAGES.
+install_packages() {
+	local missing=() p
+	for p in "${APT_PACKAGES[@]}"; do
+		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+			missing+=("$p")
+		fi
+	done
+	[[ ${#missing[@]} -eq 0 ]] && return
+	say "installing Debian packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	local log
+	log=$(mktemp)
+	if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+		cat "$log" >&2
+		rm -f "$log"
+		die "apt-get failed"
+	fi
+	rm -f "$log"
+}
+
+# find_go sets GO to the go command or fails.
+find_go() {
+	if command -v go >/dev/null; then
+		GO=$(command -v go)
+	elif [[ -x /usr/local/go/bin/go ]]; then
+		GO=/usr/local/go/bin/go
+	else
+		die "Go is not installed (looked on PATH and in /usr/local/go); install Go 1.26 first"
+	fi
+}
+
+# install_runsc builds the pinned runsc unless the stamp says it is there.
+install_runsc() {
+	local bin=$STATE/bin/runsc stamp=$STATE/bin/runsc.stamp
+	local want="$RUNSC_MODULE@$RUNSC_VERSION CGO_ENABLED=0"
+	if [[ -x $bin && -f $stamp && $(<"$stamp") == "$want" ]]; then
+		return
+	fi
+	find_go
+	say "building runsc $RUNSC_VERSION (a few minutes)"
+	local tmp
+	tmp=$(mktemp -d "$STATE/bin/.runsc-build.XXXXXX")
+	# shellcheck disable=SC2064
+	trap "rm -rf '$tmp'" EXIT
+	# Outside any module, so the project's go.mod plays no part. A cgo build
+	# fails at sandbox start (its umounter cannot re-exec /proc/self/exe).
+	(cd "$tmp" && GOBIN=$tmp CGO_ENABLED=0 GOFLAGS=-mod=mod "$GO" install "$RUNSC_MODULE@$RUNSC_VERSION")
+	"$GO" version -m "$tmp/runsc" | grep -q 'CGO_ENABLED=0' || die "runsc was not built with CGO_ENABLED=0"
+	chmod 0755 "$tmp/runsc"
+	mv -f "$tmp/runsc" "$bin"
+	echo "$want" >"$tmp/stamp"
+	mv -f "$tmp/stamp" "$stamp"
+	rm -rf "$tmp"
+	trap - EXIT
+	say "installed $bin"
+}
+
+# install_rootfs builds the base root filesystem unless its stamp matches the
+# recipe. It builds beside the final directory and renames it into place;
+# the stamp is written last, so an interrupted run rebuilds.
+install_rootfs() {
+	local dir=$STATE/rootfs/$ROOTFS_NAME stamp=$STATE/rootfs/$ROOTFS_NAME.stamp
+	local mirror=${CORRAL_DEBIAN_MIRROR:-}
+	local want="suite=$ROOTFS_SUITE variant=$ROOTFS_VARIANT include=$ROOTFS_INCLUDE mirror=${mirror:-default} layout=$ROOTFS_LAYOUT"
+	if [[ -d $dir && -f $stamp && $(<"$stamp") == "$want" ]]; then
+		return
+	fi
+	say "building root filesystem $ROOTFS_NAME ($want; about a minute)"
+	local tmp old
+	tmp=$(mktemp -d "$STATE/rootfs/.$ROOTFS_NAME.build.XXXXXX")
+	# shellcheck disable=SC2064
+	trap "rm -rf '$tmp'" EXIT
+	local args=(--quiet --variant="$ROOTFS_VARIANT" --include="$ROOTFS_INCLUDE" "$ROOTFS_SUITE" "$tmp")
+	[[ -n $mirror ]] && args+=("$mirror")
+	mmdebstrap "${args[@]}"
+	[[ -x $tmp/usr/bin/python3 ]] || die "built rootfs has no python3"
+	# The shared rootfs is never written once in use: runsc's gofer would
+	# otherwise create these mount points in it on first start.
+	mkdir -p "$tmp/.corral/run"
+	: >"$tmp/.corral/corral"
+	chmod 0755 "$tmp/.corral" "$tmp/.corral/run" "$tmp/.corral/corral"
+	chmod 0755 "$tmp"
+	rm -f "$stamp"
+	if [[ -e $dir ]]; then
+		old=$(mktemp -d "$STATE/rootfs/.$ROOTFS_NAME.old.XXXXXX")
+		mv "$dir" "$old/"
+		mv "$tmp" "$dir"
+		rm -rf "$old"
+	else
+		mv "$tmp" "$dir"
+	fi
+	trap - EXIT
+	echo "$want" >"$stamp.tmp"
+	mv -f "$stamp.tmp" "$stamp"
+	say "installed $dir ($(du -sh "$dir" | cut -f1))"
+}
+
+install_packages
+install_runsc
+install_rootfs
