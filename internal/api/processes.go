@@ -70,7 +70,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, src eventSource) bool {
 		ev, err := src.Recv()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				_ = enc.Encode(apiv1.ExecEvent{Type: apiv1.EventEnd, ExitCode: -1, Error: "stream lost: " + err.Error()})
+				_ = enc.Encode(apiv1.ExecEvent{Type: apiv1.EventEnd, ExitCode: -1,
+					Error: "lost the process: the sandbox's agent went away (was the sandbox terminated or killed, e.g. out of memory?): " + err.Error()})
 			}
 			return false
 		}

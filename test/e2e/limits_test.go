@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"corral/pkg/apiv1"
 )
 
 // A memory hog under --memory-limit 256 is killed or contained, and the
@@ -22,6 +25,31 @@ func TestMemoryHogContained(t *testing.T) {
 	}
 	if _, _, code := d.cli("", "ls"); code != 0 {
 		t.Error("daemon stopped answering after the hog")
+	}
+	// Either the hog's sandbox survived (the process was killed inside) and
+	// still works, or the whole sandbox was killed and is cleaned up.
+	var sb apiv1.Sandbox
+	for i := 0; i < 100; i++ {
+		if err := json.Unmarshal([]byte(d.mustCLI("inspect", hog)), &sb); err != nil {
+			t.Fatal(err)
+		}
+		if sb.State != "terminating" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	switch sb.State {
+	case "running":
+		if got := d.mustCLI("exec", hog, "--", "echo", "survived"); got != "survived\n" {
+			t.Errorf("hog sandbox after the kill: %q", got)
+		}
+	case "terminated":
+		if sb.EndReason != "crashed" {
+			t.Errorf("hog sandbox ended as %q, want crashed", sb.EndReason)
+		}
+		d.assertNoLeaks(t, []string{hog})
+	default:
+		t.Errorf("hog sandbox is %s", sb.State)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -115,7 +116,7 @@ func (s *Stream) Copy(stdout, stderr io.Writer) (Result, error) {
 			}
 		case apiv1.EventEnd:
 			if ev.ExitCode < 0 && ev.Error != "" {
-				return Result{}, fmt.Errorf("process stream lost: %s", ev.Error)
+				return Result{}, errors.New(ev.Error)
 			}
 			return Result{ExitCode: ev.ExitCode, Signal: ev.Signal, TimedOut: ev.TimedOut, Error: ev.Error}, nil
 		}
