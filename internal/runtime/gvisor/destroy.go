@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"corral/internal/cgroups"
@@ -55,11 +56,15 @@ func (r *Runtime) destroy(ctx context.Context, ref runtime.Ref) error {
 			r.log.Warn("runsc delete failed; cleaning up by hand", "sandbox", ref.ID, "op", "destroy", "err", err)
 		}
 	}
-	errs = append(errs, r.reap(ctx, ref, procs))
+	reapErr := r.reap(ctx, ref, procs)
 	cctx, cancel := context.WithTimeout(ctx, cgroupTimeout)
-	errs = append(errs, cgroups.Remove(cctx, r.cgroup(ref.ID)))
+	cgErr := cgroups.Remove(cctx, r.cgroup(ref.ID))
 	cancel()
-	errs = append(errs, r.forgetState(ref.ID))
+	errs = append(errs, reapErr, cgErr)
+	if reapErr == nil && cgErr == nil {
+		// Only once nothing of the sandbox runs may runsc forget it.
+		errs = append(errs, r.forgetState(ref.ID))
+	}
 	errs = append(errs, unmountUnder(ref.Dir))
 	if err := os.RemoveAll(ref.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("removing sandbox directory: %w", err))
@@ -114,20 +119,27 @@ func waitGone(ctx context.Context, procs []proc) []proc {
 	}
 }
 
-// forgetState removes runsc's state files for id if runsc delete left them
-// (a crashed or corrupt sandbox); by now its processes are gone.
+// forgetState removes runsc's files for id if runsc delete left them (a
+// crashed sandbox, or a create killed half-way, which leaves a lock file):
+// by now its processes are gone.
 func (r *Runtime) forgetState(id string) error {
 	files, err := r.stateFiles(id)
 	if err != nil {
 		return err
 	}
-	if len(files) > 0 {
-		r.log.Warn("removing runsc state by hand", "sandbox", id, "op", "destroy", "files", files)
-	}
+	// The sandbox's control socket, named by runsc after the sandbox id.
+	files = append(files, filepath.Join(r.cfg.Root, "runsc-"+id+".sock"))
 	var errs []error
 	for _, f := range files {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+		err := os.Remove(f)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
 			errs = append(errs, fmt.Errorf("removing runsc state: %w", err))
+		case strings.HasSuffix(f, ".state"):
+			r.log.Warn("removed runsc state by hand", "sandbox", id, "op", "destroy", "file", f)
+		default:
+			r.log.Debug("removed runsc leftover", "sandbox", id, "op", "destroy", "file", f)
 		}
 	}
 	return errors.Join(errs...)

@@ -6,7 +6,9 @@
 // a private writable layer (runsc's --overlay2 backed by a file under
 // <dir>/upper) that Destroy discards. The guest agent is bind-mounted from
 // the host and talks to the daemon over a unix socket that runsc lets the
-// guest create in a host directory (--host-uds=create).
+// guest create in a host directory (--host-uds=create). A root filesystem
+// must carry the mount points for those binds (PrepareRootFS) so that no
+// runsc step writes to it.
 //
 // Layout of a sandbox directory (runtime.Ref.Dir), owned by this package:
 //
@@ -24,6 +26,7 @@ import (
 	"bytes"
 	"context"
 	"debug/buildinfo"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -196,13 +199,20 @@ func runscError(ctx context.Context, args []string, stderr []byte, err error) er
 			break
 		}
 	}
-	if ctx.Err() != nil {
-		err = fmt.Errorf("%w (%w)", err, ctx.Err())
-	}
+	err = withCtxErr(ctx, err)
 	if msg := lastLines(stderr, 5); msg != "" {
 		return fmt.Errorf("%s: %s: %w", name, msg, err)
 	}
 	return fmt.Errorf("%s: %w", name, err)
+}
+
+// withCtxErr adds ctx's error to err, when ctx ended and err does not say so
+// already ("signal: killed" alone hides that a deadline passed).
+func withCtxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%w)", err, cerr)
+	}
+	return err
 }
 
 // lastLines returns up to n trailing non-empty lines of b, joined by "; ".
@@ -223,10 +233,14 @@ func lastLines(b []byte, n int) string {
 	return s
 }
 
-// known reports whether runsc has state for id under its root.
+// known reports whether runsc has state for id under its root. A lock file
+// alone (runsc create killed early) does not count.
 func (r *Runtime) known(id string) (bool, error) {
-	m, err := r.stateFiles(id)
-	return len(m) > 0, err
+	m, err := filepath.Glob(filepath.Join(r.cfg.Root, id+"_sandbox:*.state"))
+	if err != nil {
+		return false, fmt.Errorf("listing runsc state: %w", err)
+	}
+	return len(m) > 0, nil
 }
 
 // stateFiles lists runsc's files for id's container in its root.

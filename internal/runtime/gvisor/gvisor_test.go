@@ -452,3 +452,61 @@ func TestDebugLog(t *testing.T) {
 		t.Errorf("console.log does not hold PID 1's output: %q, %v", b, err)
 	}
 }
+
+// TestStartCancelled cancels Start at points inside runsc create and start:
+// whatever stage it reached, nothing may be left behind.
+func TestStartCancelled(t *testing.T) {
+	r := newRuntime(t)
+	before := snapshot(t)
+	for _, d := range []time.Duration{0, 10 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond, 120 * time.Millisecond} {
+		ref := newRef()
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		err := r.Start(ctx, runtime.StartParams{Ref: ref, RootFS: env.rootfs, AgentBinary: env.agent})
+		cancel()
+		t.Logf("cancelled after %v: %v", d, err)
+		if err == nil {
+			if err := r.Destroy(context.Background(), ref); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, serr := os.Lstat(ref.Dir); !errors.Is(serr, os.ErrNotExist) {
+			t.Errorf("cancelled Start left its directory: %v", serr)
+		}
+		if st, err := r.Status(context.Background(), ref); err != nil || st != runtime.StateAbsent {
+			t.Errorf("after cancelled Start: Status = %v, %v", st, err)
+		}
+	}
+	checkNoLeaks(t, before, snapshot(t))
+}
+
+func TestConcurrentSandboxes(t *testing.T) {
+	r := newRuntime(t)
+	before := snapshot(t)
+	const n = 4
+	errc := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			ref := newRef()
+			p := runtime.StartParams{Ref: ref, RootFS: env.rootfs, AgentBinary: env.agent}
+			if err := r.Start(context.Background(), p); err != nil {
+				errc <- err
+				return
+			}
+			out, err := trySh(r, ref, "echo "+ref.ID, 30*time.Second)
+			if err == nil && out != ref.ID+"\n" {
+				err = errors.New("unexpected output " + out)
+			}
+			if derr := r.Destroy(context.Background(), ref); err == nil {
+				err = derr
+			}
+			errc <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+	checkNoLeaks(t, before, snapshot(t))
+}

@@ -104,10 +104,7 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string) er
 	cmd.Stdout, cmd.Stderr = console, console
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%w)", err, ctx.Err())
-		}
-		return fmt.Errorf("runsc create%s: %w", consoleTail(ref.Dir, offset), err)
+		return fmt.Errorf("runsc create%s: %w", consoleTail(ref.Dir, offset), withCtxErr(ctx, err))
 	}
 	return nil
 }

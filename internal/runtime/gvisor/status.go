@@ -38,7 +38,7 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("dialing agent of sandbox %s: %w: %w (%w)", ref.ID, errdefs.ErrUnavailable, err, ctx.Err())
+			return nil, fmt.Errorf("dialing agent of sandbox %s: %w: %w", ref.ID, errdefs.ErrUnavailable, withCtxErr(ctx, err))
 		case <-time.After(dialRetry):
 		}
 	}
