@@ -62,7 +62,10 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 	}
 	tCreate := time.Since(t0)
 	if _, err := r.runsc(ctx, commandTimeout, p.Dir, "start", p.ID); err != nil {
-		return fmt.Errorf("%w%s", err, consoleTail(p.Dir, -1))
+		if tail := consoleTail(p.Dir, -1); tail != "" {
+			err = fmt.Errorf("%w (console: %s)", err, tail)
+		}
+		return err
 	}
 	c.Release()
 	r.log.Debug("sandbox started", "sandbox", p.ID, "op", "start",
@@ -104,13 +107,16 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string) er
 	cmd.Stdout, cmd.Stderr = console, console
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("runsc create%s: %w", consoleTail(ref.Dir, offset), withCtxErr(ctx, err))
+		if tail := consoleTail(ref.Dir, offset); tail != "" {
+			return fmt.Errorf("runsc create: %s: %w", tail, withCtxErr(ctx, err))
+		}
+		return fmt.Errorf("runsc create: %w", withCtxErr(ctx, err))
 	}
 	return nil
 }
 
-// consoleTail returns ": " and the last lines console.log received after
-// offset (the whole file's last lines when offset is negative), or "".
+// consoleTail returns the last lines console.log received after offset
+// (the file's last lines when offset is negative), or "".
 func consoleTail(dir string, offset int64) string {
 	f, err := os.Open(filepath.Join(dir, consoleLog))
 	if err != nil {
@@ -127,8 +133,5 @@ func consoleTail(dir string, offset int64) string {
 		}
 	}
 	b, _ := io.ReadAll(io.LimitReader(f, max))
-	if s := lastLines(b, 5); s != "" {
-		return ": " + s
-	}
-	return ""
+	return lastLines(b, 5)
 }
