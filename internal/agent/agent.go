@@ -45,10 +45,17 @@ type Config struct {
 }
 
 // Bounds of the HTTP/2 transport (docs/AGENT_PROTOCOL.md, "Transport").
+//
+// A request body (stdin, a file) gets a receive window of its own, and the
+// connection's window is the sum of all of them: a stdin stream into a
+// process that does not read can fill its own window but never the
+// connection's, so it cannot hold up any other call.
 const (
 	maxFrameSize         = 16 << 10
 	maxHeaderBytes       = 64 << 10
 	maxConcurrentStreams = 1000
+	streamRecvWindow     = 64 << 10
+	connRecvWindow       = streamRecvWindow * maxConcurrentStreams
 )
 
 // Server serves the agent protocol. One Server holds the sandbox's process
@@ -88,8 +95,10 @@ func New(cfg Config) *Server {
 		reaper:  startReaper(),
 		started: time.Now(),
 		h2: &http2.Server{
-			MaxReadFrameSize:     maxFrameSize,
-			MaxConcurrentStreams: maxConcurrentStreams,
+			MaxReadFrameSize:             maxFrameSize,
+			MaxConcurrentStreams:         maxConcurrentStreams,
+			MaxUploadBufferPerStream:     streamRecvWindow,
+			MaxUploadBufferPerConnection: connRecvWindow,
 		},
 	}
 	s.handler = s.routes()

@@ -43,6 +43,9 @@ func (s *Server) fsWrite(w http.ResponseWriter, r *http.Request) error {
 	if host == s.root {
 		return errdefs.Invalid("path", "cannot write over the root")
 	}
+	if fi, err := os.Lstat(host); err == nil && fi.IsDir() {
+		return errdefs.Invalid("path", "%s is a directory", sandbox)
+	}
 	if !hasMode {
 		mode = existingMode(host)
 	}

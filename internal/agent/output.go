@@ -67,12 +67,45 @@ func (h *hub) subscribe() (*subscriber, []agentapi.Event, error) {
 	return sub, backlog, nil
 }
 
-// unsubscribe detaches a stream; a publisher blocked on it moves on.
+// unsubscribe detaches a stream; a publisher blocked on it moves on. Events
+// still buffered for it go back to the backlog when nobody else is attached,
+// so that a caller who detaches and re-attaches loses as little as possible.
 func (h *hub) unsubscribe(sub *subscriber) {
 	sub.once.Do(func() { close(sub.gone) })
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.subs[sub]; !ok {
+		return
+	}
 	delete(h.subs, sub)
-	h.mu.Unlock()
+	if len(h.subs) > 0 {
+		return
+	}
+	pending := drain(sub.ch)
+	if len(pending) == 0 {
+		return
+	}
+	later := h.backlog
+	h.backlog, h.backlogBytes = nil, 0
+	for _, ev := range append(pending, later...) {
+		h.appendBacklog(ev)
+	}
+}
+
+// drain takes what is buffered in ch without waiting.
+func drain(ch chan agentapi.Event) []agentapi.Event {
+	var out []agentapi.Event
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return out
+			}
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
 }
 
 // publish delivers ev to every current subscriber, waiting for each, or to

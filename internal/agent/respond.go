@@ -39,6 +39,11 @@ func (s *Server) wrap(fn handlerFunc) http.Handler {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		// The caller is gone (or the connection): nobody reads an answer.
+		s.log.Debug("caller went away", "op", r.URL.Path, "err", err)
+		return
+	}
 	status := errdefs.HTTPStatus(err)
 	if status >= 500 {
 		s.log.Error("request failed", "op", r.URL.Path, "err", err)

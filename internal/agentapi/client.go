@@ -38,11 +38,10 @@ type Client struct {
 // support. The Client owns conn from now on, even when NewClient fails.
 func NewClient(ctx context.Context, conn net.Conn) (*Client, error) {
 	wc := newWatchedConn(conn)
-	tr := &http2.Transport{
-		AllowHTTP:                  true,
-		DisableCompression:         true,
-		MaxHeaderListSize:          64 << 10,
-		StrictMaxConcurrentStreams: true,
+	tr, err := newTransport()
+	if err != nil {
+		wc.Close()
+		return nil, err
 	}
 	cc, err := tr.NewClientConn(wc)
 	if err != nil {
@@ -55,6 +54,32 @@ func NewClient(ctx context.Context, conn net.Conn) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Flow control of the client's receive side. Every stream (a process's
+// output, a file) gets a window of its own and the connection's window is
+// the sum of all of them, so that a stream nobody reads can fill its own
+// window but never the connection's: it cannot hold up any other call.
+const (
+	maxStreams       = 1000 // the agent's bound
+	streamRecvWindow = 1 << 20
+	connRecvWindow   = streamRecvWindow * maxStreams
+)
+
+func newTransport() (*http2.Transport, error) {
+	t1 := &http.Transport{HTTP2: &http.HTTP2Config{
+		MaxReceiveBufferPerStream:     streamRecvWindow,
+		MaxReceiveBufferPerConnection: connRecvWindow,
+	}}
+	tr, err := http2.ConfigureTransports(t1)
+	if err != nil {
+		return nil, fmt.Errorf("configuring http/2: %w", err)
+	}
+	tr.AllowHTTP = true
+	tr.DisableCompression = true
+	tr.MaxHeaderListSize = 64 << 10
+	tr.StrictMaxConcurrentStreams = true
+	return tr, nil
 }
 
 func (c *Client) negotiate(ctx context.Context) error {

@@ -1,0 +1,239 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"corral/internal/agentapi"
+)
+
+func TestMain(m *testing.M) {
+	// Like the agent in production, adopt orphans (the background children
+	// of test processes) so that the reaper, not the host's init, reaps them.
+	if err := becomeInit(); err != nil {
+		fmt.Fprintln(os.Stderr, "cannot become a child subreaper:", err)
+	}
+	startReaper()
+	os.Exit(m.Run())
+}
+
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: switches users and creates files owned by others")
+	}
+}
+
+// testEnv is an agent served in-process on a unix socket, and a real client.
+type testEnv struct {
+	srv  *Server
+	c    *agentapi.Client
+	sock string
+	root string
+}
+
+// newEnv serves an agent with the given root ("" is "/") and connects to it.
+// At the end of the test every process it started is killed and awaited.
+func newEnv(t *testing.T, root string) *testEnv {
+	t.Helper()
+	if root == "" {
+		root = "/"
+	}
+	dir, err := os.MkdirTemp("", "ag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv := New(Config{Root: root, Logger: log})
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, l) }()
+	env := &testEnv{srv: srv, sock: sock, root: root}
+	env.c = env.dial(t)
+	t.Cleanup(func() {
+		env.c.Close()
+		srv.killAll()
+		waitFor(t, "processes to end", func() bool { return len(srv.procs.list()) == 0 })
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return env
+}
+
+// dial opens another client connection to the agent.
+func (e *testEnv) dial(t *testing.T) *agentapi.Client {
+	t.Helper()
+	conn, err := net.Dial("unix", e.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := agentapi.NewClient(testCtx(t), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// testCtx bounds a test's calls so that a hang fails instead of stalling.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond for up to 10 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// result is everything a process stream carried.
+type result struct {
+	pid            int
+	stdout, stderr bytes.Buffer
+	pty            bytes.Buffer
+	end            agentapi.Event
+}
+
+// collect reads a stream to its end.
+func collect(t *testing.T, s *agentapi.Stream) *result {
+	t.Helper()
+	defer s.Close()
+	res := &result{}
+	for {
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return res
+		}
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		res.add(t, ev)
+	}
+}
+
+func (r *result) add(t *testing.T, ev agentapi.Event) {
+	switch ev.Type {
+	case agentapi.EventStart:
+		r.pid = ev.PID
+	case agentapi.EventStdout:
+		r.stdout.Write(ev.Data)
+	case agentapi.EventStderr:
+		r.stderr.Write(ev.Data)
+	case agentapi.EventPTY:
+		r.pty.Write(ev.Data)
+	case agentapi.EventEnd:
+		r.end = ev
+	default:
+		t.Fatalf("unexpected event %+v", ev)
+	}
+	if len(ev.Data) > agentapi.MaxChunk {
+		t.Fatalf("event of %d bytes, more than %d", len(ev.Data), agentapi.MaxChunk)
+	}
+}
+
+// run starts a process and collects its whole stream.
+func (e *testEnv) run(t *testing.T, req agentapi.StartRequest) *result {
+	t.Helper()
+	s, err := e.c.Start(testCtx(t), req)
+	if err != nil {
+		t.Fatalf("Start(%q): %v", req.Args, err)
+	}
+	return collect(t, s)
+}
+
+// startPID starts a process and returns its stream after the start event.
+func (e *testEnv) startPID(t *testing.T, req agentapi.StartRequest) (*agentapi.Stream, int) {
+	t.Helper()
+	s, err := e.c.Start(testCtx(t), req)
+	if err != nil {
+		t.Fatalf("Start(%q): %v", req.Args, err)
+	}
+	ev, err := s.Recv()
+	if err != nil || ev.Type != agentapi.EventStart || ev.PID <= 0 {
+		t.Fatalf("first event = %+v, %v; want start", ev, err)
+	}
+	return s, ev.PID
+}
+
+// recvUntil reads events into res until the stream's output contains want.
+func recvUntil(t *testing.T, s *agentapi.Stream, res *result, want string) {
+	t.Helper()
+	for !strings.Contains(res.stdout.String()+res.pty.String(), want) {
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatalf("waiting for %q (have %q): %v", want, res.stdout.String()+res.pty.String(), err)
+		}
+		res.add(t, ev)
+	}
+}
+
+// groupMembers lists the live (non-zombie) processes in process group pgid.
+func groupMembers(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may contain spaces.
+		rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) < 3 || f[0] == "Z" {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && unix.Kill(pid, 0) == nil
+}
