@@ -264,6 +264,7 @@ func TestMainFlags(t *testing.T) {
 }
 
 func TestMainServes(t *testing.T) {
+	skipInFuzzCoordinator(t)
 	dir, err := os.MkdirTemp("", "ag")
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,14 +21,33 @@ import (
 	"corral/internal/agentapi"
 )
 
+// fuzzCoordinator is set in the process that coordinates `go test -fuzz`:
+// it waits for its worker processes with os/exec, which the agent's reaper
+// (wait4 on any child) would break, so the tests that start it skip there.
+var fuzzCoordinator bool
+
 func TestMain(m *testing.M) {
-	// Like the agent in production, adopt orphans (the background children
-	// of test processes) so that the reaper, not the host's init, reaps them.
-	if err := becomeInit(); err != nil {
-		fmt.Fprintln(os.Stderr, "cannot become a child subreaper:", err)
+	flag.Parse()
+	fuzz, worker := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
+	fuzzCoordinator = fuzz != nil && fuzz.Value.String() != "" &&
+		(worker == nil || worker.Value.String() != "true")
+	if !fuzzCoordinator {
+		// Like the agent in production, adopt orphans (the background
+		// children of test processes) so that the reaper, not the host's
+		// init, reaps them.
+		if err := becomeInit(); err != nil {
+			fmt.Fprintln(os.Stderr, "cannot become a child subreaper:", err)
+		}
+		startReaper()
 	}
-	startReaper()
 	os.Exit(m.Run())
+}
+
+// skipInFuzzCoordinator skips tests that start the agent's reaper.
+func skipInFuzzCoordinator(t *testing.T) {
+	if fuzzCoordinator {
+		t.Skip("the agent's reaper would reap the fuzzing workers; fuzz with -run '^$'")
+	}
 }
 
 func requireRoot(t testing.TB) {
@@ -49,6 +69,7 @@ type testEnv struct {
 // At the end of the test every process it started is killed and awaited.
 func newEnv(t *testing.T, root string) *testEnv {
 	t.Helper()
+	skipInFuzzCoordinator(t)
 	if root == "" {
 		root = "/"
 	}
