@@ -17,10 +17,16 @@ import (
 	"corral/internal/errdefs"
 )
 
-// drainGrace is how long output is still read after the process exits: what
-// it wrote before exiting is already in the pipe, but a background child may
-// hold the pipe open for ever, and the end event must not wait for it.
-const drainGrace = 200 * time.Millisecond
+// After the process exits, its output is read until the pipes are idle for
+// drainGrace (what it wrote before exiting is already in the pipe and comes
+// at once) or until maxAfterExit more bytes have come: a background child
+// may hold the pipe open, or keep writing, for ever, and the end event must
+// not wait for it. Output the process itself wrote never exceeds a pipe's
+// capacity (1 MiB at most for an unprivileged process) after its exit.
+const (
+	drainGrace   = 200 * time.Millisecond
+	maxAfterExit = 2 << 20
+)
 
 // process is one process started by the agent, the leader of its own
 // process group (pgid == pid).
@@ -68,9 +74,9 @@ func (p *process) supervise(readers []*os.File, types []string, retire func(*pro
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-	deadline := time.Now().Add(drainGrace)
 	for _, f := range readers {
-		if err := f.SetReadDeadline(deadline); err != nil {
+		// Wake a pump blocked on an idle pipe; it re-arms after each read.
+		if err := f.SetReadDeadline(time.Now().Add(drainGrace)); err != nil {
 			f.Close() // not pollable: closing is the only way to stop the read
 		}
 	}
@@ -87,11 +93,22 @@ func (p *process) supervise(readers []*os.File, types []string, retire func(*pro
 		"signal", p.end.Signal, "timed_out", p.end.TimedOut)
 }
 
-// pump reads one output stream in chunks of at most MaxChunk.
+// pump reads one output stream in chunks of at most MaxChunk, until EOF or,
+// once the process has exited, until the pipe is idle or the budget spent.
 func (p *process) pump(f *os.File, typ string) {
 	buf := make([]byte, agentapi.MaxChunk)
+	afterExit := 0
 	for {
+		if !p.running() {
+			if afterExit >= maxAfterExit {
+				return
+			}
+			_ = f.SetReadDeadline(time.Now().Add(drainGrace))
+		}
 		n, err := f.Read(buf)
+		if !p.running() {
+			afterExit += n
+		}
 		if n > 0 {
 			data := append([]byte(nil), buf[:n]...)
 			if p.console != nil {

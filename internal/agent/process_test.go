@@ -3,6 +3,8 @@ package agent
 import (
 	"bytes"
 	"errors"
+	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -262,13 +264,65 @@ func TestProcessSignalGroup(t *testing.T) {
 
 func TestProcessBackgroundChildDoesNotHoldEnd(t *testing.T) {
 	env := newEnv(t, "")
-	start := time.Now()
-	res := env.run(t, agentapi.StartRequest{Args: []string{"sh", "-c", "sleep 100 & echo started"}})
-	if res.stdout.String() != "started\n" || res.end.ExitCode != 0 {
-		t.Fatalf("stdout %q end %+v", res.stdout.String(), res.end)
+	tests := []struct {
+		name string
+		req  agentapi.StartRequest
+	}{
+		{"pipes", agentapi.StartRequest{Args: []string{"sh", "-c", "sleep 100 & echo started"}}},
+		{"pty", agentapi.StartRequest{Args: []string{"sh", "-c", "sleep 100 & echo started"},
+			PTY: &agentapi.PTYSize{Cols: 80, Rows: 24}}},
+		{"background writer", agentapi.StartRequest{Args: []string{"sh", "-c", "yes & echo started"}}},
 	}
-	if d := time.Since(start); d > 30*time.Second {
-		t.Fatalf("end took %v: the background child's pipe held it", d)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			res := env.run(t, tt.req)
+			out := res.stdout.String() + res.pty.String()
+			if !strings.Contains(out, "started") || res.end.ExitCode != 0 {
+				t.Fatalf("output %.60q end %+v", out, res.end)
+			}
+			if d := time.Since(start); d > 30*time.Second {
+				t.Fatalf("end took %v: the background child held it", d)
+			}
+			env.srv.killAll()
+		})
+	}
+}
+
+func TestDrainAfterExitWithSlowReader(t *testing.T) {
+	// The process has exited and its pipe still has much to give, while
+	// the only reader stalls for longer than the drain grace: nothing may
+	// be lost, the grace counts idle pipe time, not time spent waiting for
+	// the reader.
+	const size = 1 << 20
+	p := &process{
+		out:    newHub(),
+		log:    slog.New(slog.DiscardHandler),
+		exited: make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	close(p.exited)
+	sub, _, err := p.out.subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = w.Write(make([]byte, size))
+		w.Close()
+	}()
+	go p.supervise([]*os.File{r}, []string{agentapi.EventStdout}, func(*process) {})
+	time.Sleep(3 * drainGrace)
+	n := 0
+	for ev := range sub.ch {
+		n += len(ev.Data)
+	}
+	<-p.done
+	if n != size {
+		t.Fatalf("received %d bytes; want %d", n, size)
 	}
 }
 
