@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"corral/internal/agentapi"
-	"corral/internal/cleanup"
 	"corral/internal/errdefs"
 )
 
@@ -27,7 +26,7 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.procs.add(req.Tag, func() (*process, error) { return s.spawn(r, &req, l) })
+	p, err := s.procs.add(req.Tag, func() (*process, error) { return s.spawn(&req, l) })
 	if err != nil {
 		return fmt.Errorf("starting %q: %w", req.Args[0], err)
 	}
@@ -38,10 +37,8 @@ func (s *Server) processStart(w http.ResponseWriter, r *http.Request) error {
 
 // spawn forks the process and starts supervising it. It runs with the
 // process table locked (see table.add).
-func (s *Server) spawn(r *http.Request, req *agentapi.StartRequest, l *launch) (*process, error) {
-	c := cleanup.Make(r.Context())
-	defer c.Clean()
-	sio, err := openStdio(c, req)
+func (s *Server) spawn(req *agentapi.StartRequest, l *launch) (*process, error) {
+	sio, err := openStdio(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errdefs.ErrResourceExhausted, err)
 	}
@@ -63,9 +60,9 @@ func (s *Server) spawn(r *http.Request, req *agentapi.StartRequest, l *launch) (
 	}
 	pid, err := s.fork(l, sio, req.PTY != nil, p.onExit)
 	if err != nil {
+		sio.closeParent()
 		return nil, forkError(l.path, err)
 	}
-	c.Release()
 	p.info.PID = pid
 	if req.TimeoutMS > 0 {
 		p.startTimeout(time.Duration(req.TimeoutMS) * time.Millisecond)

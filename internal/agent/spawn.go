@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral/internal/agentapi"
-	"corral/internal/cleanup"
 	"corral/internal/errdefs"
 )
 
@@ -190,15 +188,15 @@ type stdio struct {
 	child   [3]*os.File
 	readers []*os.File // output, parent side
 	types   []string   // event type per reader
-	stdin   *os.File   // parent's write end, nil for /dev/null
+	stdin   *os.File   // parent's write end (the PTY master with a PTY), nil for /dev/null
 	ptmx    *os.File
 }
 
-// openStdio makes pipes (or a terminal) for a process. Closing the child's
-// ends after the fork and the parent's ends on failure is registered in c.
-func openStdio(c *cleanup.Cleanup, req *agentapi.StartRequest) (*stdio, error) {
+// openStdio makes pipes (or a terminal) for a process. The caller closes
+// the child's ends after the fork, and the parent's ends if the fork fails.
+func openStdio(req *agentapi.StartRequest) (*stdio, error) {
 	if req.PTY != nil {
-		return openPTYStdio(c, *req.PTY)
+		return openPTYStdio(*req.PTY)
 	}
 	sio := &stdio{}
 	if req.Stdin {
@@ -206,7 +204,6 @@ func openStdio(c *cleanup.Cleanup, req *agentapi.StartRequest) (*stdio, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Add(closeFile(w))
 		sio.child[0], sio.stdin = r, w
 	} else {
 		null, err := os.Open(os.DevNull)
@@ -219,9 +216,9 @@ func openStdio(c *cleanup.Cleanup, req *agentapi.StartRequest) (*stdio, error) {
 		r, w, err := os.Pipe()
 		if err != nil {
 			sio.closeChild()
+			sio.closeParent()
 			return nil, err
 		}
-		c.Add(closeFile(r))
 		sio.child[i+1] = w
 		sio.readers = append(sio.readers, r)
 		sio.types = append(sio.types, typ)
@@ -229,12 +226,11 @@ func openStdio(c *cleanup.Cleanup, req *agentapi.StartRequest) (*stdio, error) {
 	return sio, nil
 }
 
-func openPTYStdio(c *cleanup.Cleanup, size agentapi.PTYSize) (*stdio, error) {
+func openPTYStdio(size agentapi.PTYSize) (*stdio, error) {
 	ptmx, tty, err := openPTY(size)
 	if err != nil {
 		return nil, err
 	}
-	c.Add(closeFile(ptmx))
 	return &stdio{
 		child:   [3]*os.File{tty, tty, tty},
 		readers: []*os.File{ptmx},
@@ -305,8 +301,14 @@ func (sio *stdio) closeChild() {
 	}
 }
 
-func closeFile(f *os.File) func(context.Context) {
-	return func(context.Context) { f.Close() }
+// closeParent closes the parent's ends when the fork failed.
+func (sio *stdio) closeParent() {
+	for _, f := range sio.readers {
+		f.Close()
+	}
+	if sio.stdin != nil && sio.stdin != sio.ptmx {
+		sio.stdin.Close()
+	}
 }
 
 // sysProcAttr puts the child in its own process group (a new session with a
