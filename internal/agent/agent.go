@@ -214,6 +214,7 @@ type lockedWriter struct {
 	w  io.Writer
 }
 
+// Write writes p whole, excluding other writers.
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

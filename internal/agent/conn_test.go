@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/sys/unix"
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
@@ -119,7 +120,7 @@ func TestHeaderListBound(t *testing.T) {
 	}
 }
 
-func TestClientSeesAgentGo(t *testing.T) {
+func TestClientClose(t *testing.T) {
 	env := newEnv(t, "")
 	c := env.dial(t)
 	if c.Version() != agentapi.ProtocolVersion || c.AgentVersion() != agentapi.AgentVersion {
@@ -286,10 +287,34 @@ func TestMainServes(t *testing.T) {
 	if err := c.Health(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	cancel()
+	// Stray signals, which would end a Go program, are absorbed.
+	for _, sig := range []unix.Signal{unix.SIGHUP, unix.SIGUSR1, unix.SIGPIPE, unix.SIGALRM} {
+		if err := unix.Kill(os.Getpid(), sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := c.Health(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// SIGTERM kills what the agent started, and Main returns 0.
+	stream, err := c.Start(testCtx(t), agentapi.StartRequest{Args: []string{"sleep", "100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	ev, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Kill(os.Getpid(), unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	if code := <-done; code != 0 {
 		t.Fatalf("Main returned %d", code)
 	}
+	waitFor(t, "the process to be killed", func() bool { return !alive(ev.PID) })
+	cancel()
 	select {
 	case <-c.Done():
 	case <-time.After(10 * time.Second):

@@ -31,6 +31,7 @@ func Main(ctx context.Context, args []string) int {
 		fmt.Fprintln(fs.Output(), "usage: corral agent --listen unix:PATH [--root DIR]")
 		return 2
 	}
+	defer absorbSignals()()
 	if err := becomeInit(); err != nil {
 		log.Warn("cannot become a child subreaper; orphans will not be reaped", "op", "init", "err", err)
 	}
@@ -70,6 +71,21 @@ func becomeInit() error {
 		return nil
 	}
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// absorbSignals keeps stray signals from killing the agent. The kernel
+// spares PID 1 only the signals it has no handler for, and the Go runtime
+// installs handlers that exit on SIGHUP, SIGUSR1, SIGPIPE (a console that
+// went away) and many more, so code in the sandbox could kill its init with
+// kill(1, SIGHUP). Relaying every signal to a channel nobody reads turns them
+// into no-ops; unlike ignoring them, it is not inherited across exec, so the
+// processes the agent starts get default dispositions. SIGTERM and SIGINT
+// are still handled by Main, SIGCHLD by the reaper.
+// It returns a func that stops absorbing.
+func absorbSignals() (stop func()) {
+	sink := make(chan os.Signal, 1)
+	signal.Notify(sink)
+	return func() { signal.Stop(sink) }
 }
 
 // setDefaultEnv gives processes a usable PATH and HOME when the runtime

@@ -244,6 +244,7 @@ func newWatchedConn(c net.Conn) *watchedConn {
 	return &watchedConn{Conn: c, done: make(chan struct{})}
 }
 
+// Read notes a failed connection.
 func (w *watchedConn) Read(p []byte) (int, error) {
 	n, err := w.Conn.Read(p)
 	if err != nil {
@@ -252,6 +253,7 @@ func (w *watchedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write notes a failed connection.
 func (w *watchedConn) Write(p []byte) (int, error) {
 	n, err := w.Conn.Write(p)
 	if err != nil {
@@ -260,6 +262,7 @@ func (w *watchedConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// Close notes the closed connection.
 func (w *watchedConn) Close() error {
 	w.lost()
 	return w.Conn.Close()
