@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh installs what the Corral daemon needs on a fresh Debian 12 host, as
 # root, idempotently:
-#   - Debian packages: mmdebstrap, iproute2, nftables, ca-certificates (and
+#   - Debian packages: mmdebstrap, iproute2, nftables, ca-certificates, curl (and
 #     the tools this script itself uses);
 #   - runsc (gVisor) at a pinned version, built with CGO_ENABLED=0, into
 #     $STATE/bin/runsc (rebuilt only when the pin changes);
@@ -27,7 +27,7 @@ ROOTFS_INCLUDE=python3,ca-certificates,curl,git,procps,coreutils
 # rootfs built before they were added is rebuilt.
 ROOTFS_LAYOUT=corral-mountpoints-1
 
-APT_PACKAGES=(mmdebstrap iproute2 nftables ca-certificates util-linux)
+APT_PACKAGES=(mmdebstrap iproute2 nftables ca-certificates util-linux curl)
 
 STATE=${CORRAL_STATE_DIR:-/var/lib/corral}
 
