@@ -43,32 +43,49 @@ func New(m *manager.Manager, token, version string, log *slog.Logger) *Server {
 	return s
 }
 
+// route is one endpoint; the table is also checked against
+// docs/openapi.yaml by a test.
+type route struct {
+	pattern string
+	public  bool
+	handler func(*Server) http.HandlerFunc
+}
+
+var routes = []route{
+	{"GET /v1/health", true, func(s *Server) http.HandlerFunc { return s.health }},
+	{"GET /v1/version", false, func(s *Server) http.HandlerFunc { return s.getVersion }},
+	{"POST /v1/sandboxes", false, func(s *Server) http.HandlerFunc { return s.createSandbox }},
+	{"GET /v1/sandboxes", false, func(s *Server) http.HandlerFunc { return s.listSandboxes }},
+	{"GET /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.getSandbox }},
+	{"DELETE /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.deleteSandbox }},
+	{"POST /v1/sandboxes/{id}/wait", false, func(s *Server) http.HandlerFunc { return s.waitSandbox }},
+	{"GET /v1/sandboxes/{id}/logs", false, func(s *Server) http.HandlerFunc { return s.sandboxLogs }},
+	{"GET /v1/sandboxes/{id}/events", false, func(s *Server) http.HandlerFunc { return s.sandboxEvents }},
+	{"POST /v1/sandboxes/{id}/processes", false, func(s *Server) http.HandlerFunc { return s.execProcess }},
+	{"GET /v1/sandboxes/{id}/processes", false, func(s *Server) http.HandlerFunc { return s.listProcesses }},
+	{"GET /v1/sandboxes/{id}/processes/{pid}/events", false, func(s *Server) http.HandlerFunc { return s.attachProcess }},
+	{"POST /v1/sandboxes/{id}/processes/{pid}/stdin", false, func(s *Server) http.HandlerFunc { return s.processStdin }},
+	{"POST /v1/sandboxes/{id}/processes/{pid}/signal", false, func(s *Server) http.HandlerFunc { return s.signalProcess }},
+	{"POST /v1/sandboxes/{id}/processes/{pid}/resize", false, func(s *Server) http.HandlerFunc { return s.resizeProcess }},
+	{"GET /v1/sandboxes/{id}/files", false, func(s *Server) http.HandlerFunc { return s.readFile }},
+	{"PUT /v1/sandboxes/{id}/files", false, func(s *Server) http.HandlerFunc { return s.writeFile }},
+	{"GET /v1/sandboxes/{id}/fs/stat", false, func(s *Server) http.HandlerFunc { return s.statFile }},
+	{"GET /v1/sandboxes/{id}/fs/list", false, func(s *Server) http.HandlerFunc { return s.listDir }},
+	{"POST /v1/sandboxes/{id}/fs/mkdir", false, func(s *Server) http.HandlerFunc { return s.makeDir }},
+	{"POST /v1/sandboxes/{id}/fs/remove", false, func(s *Server) http.HandlerFunc { return s.removePath }},
+	{"POST /v1/sandboxes/{id}/fs/rename", false, func(s *Server) http.HandlerFunc { return s.renamePath }},
+	{"POST /v1/sandboxes/{id}/fs/chmod", false, func(s *Server) http.HandlerFunc { return s.chmodPath }},
+}
+
 func (s *Server) routes() {
-	h := s.mux.HandleFunc
-	h("GET /v1/health", s.health)
-	h("GET /v1/version", s.auth(s.getVersion))
-	h("POST /v1/sandboxes", s.auth(s.createSandbox))
-	h("GET /v1/sandboxes", s.auth(s.listSandboxes))
-	h("GET /v1/sandboxes/{id}", s.auth(s.getSandbox))
-	h("DELETE /v1/sandboxes/{id}", s.auth(s.deleteSandbox))
-	h("POST /v1/sandboxes/{id}/wait", s.auth(s.waitSandbox))
-	h("GET /v1/sandboxes/{id}/logs", s.auth(s.sandboxLogs))
-	h("GET /v1/sandboxes/{id}/events", s.auth(s.sandboxEvents))
-	h("POST /v1/sandboxes/{id}/processes", s.auth(s.execProcess))
-	h("GET /v1/sandboxes/{id}/processes", s.auth(s.listProcesses))
-	h("GET /v1/sandboxes/{id}/processes/{pid}/events", s.auth(s.attachProcess))
-	h("POST /v1/sandboxes/{id}/processes/{pid}/stdin", s.auth(s.processStdin))
-	h("POST /v1/sandboxes/{id}/processes/{pid}/signal", s.auth(s.signalProcess))
-	h("POST /v1/sandboxes/{id}/processes/{pid}/resize", s.auth(s.resizeProcess))
-	h("GET /v1/sandboxes/{id}/files", s.auth(s.readFile))
-	h("PUT /v1/sandboxes/{id}/files", s.auth(s.writeFile))
-	h("GET /v1/sandboxes/{id}/fs/stat", s.auth(s.statFile))
-	h("GET /v1/sandboxes/{id}/fs/list", s.auth(s.listDir))
-	h("POST /v1/sandboxes/{id}/fs/mkdir", s.auth(s.makeDir))
-	h("POST /v1/sandboxes/{id}/fs/remove", s.auth(s.removePath))
-	h("POST /v1/sandboxes/{id}/fs/rename", s.auth(s.renamePath))
-	h("POST /v1/sandboxes/{id}/fs/chmod", s.auth(s.chmodPath))
-	h("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
+	for _, r := range routes {
+		h := r.handler(s)
+		if !r.public {
+			h = s.auth(h)
+		}
+		s.mux.HandleFunc(r.pattern, h)
+	}
+	s.mux.HandleFunc("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no route for %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	}))
 }
