@@ -176,7 +176,7 @@ func TestGoroutinesEnd(t *testing.T) {
 			t.Fatal("stdin call survived the connection")
 		}
 		env.srv.killAll()
-		waitFor(t, "processes to end", func() bool { return len(env.srv.procs.list()) == 0 })
+		waitFor(t, "processes to end", func() bool { return retired(env.srv) })
 		waitForGoroutines(t, during)
 	})
 	waitForGoroutines(t, before)

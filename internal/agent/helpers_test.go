@@ -93,13 +93,21 @@ func newEnv(t *testing.T, root string) *testEnv {
 	t.Cleanup(func() {
 		env.c.Close()
 		srv.killAll()
-		waitFor(t, "processes to end", func() bool { return len(srv.procs.list()) == 0 })
+		waitFor(t, "processes to end", func() bool { return retired(srv) })
 		cancel()
 		if err := <-served; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
 	return env
+}
+
+// retired reports whether every process the server started has ended and
+// delivered its output.
+func retired(srv *Server) bool {
+	srv.procs.mu.Lock()
+	defer srv.procs.mu.Unlock()
+	return len(srv.procs.running) == 0
 }
 
 // dial opens another client connection to the agent.

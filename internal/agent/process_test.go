@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -518,4 +519,19 @@ func TestStalledReaderDoesNotBlockOthers(t *testing.T) {
 	if err := env.c.Signal(ctx, pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestOrphansReaped(t *testing.T) {
+	env := newEnv(t, "")
+	// The background sleep outlives its parent, is adopted by the agent (a
+	// child subreaper here, PID 1 in a sandbox), and must not stay a zombie.
+	res := env.run(t, agentapi.StartRequest{Args: []string{"sh", "-c", "sleep 0.2 & echo $!"}})
+	orphan, err := strconv.Atoi(strings.TrimSpace(res.stdout.String()))
+	if err != nil {
+		t.Fatalf("no pid in %q", res.stdout.String())
+	}
+	waitFor(t, "the orphan to be reaped", func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(orphan))
+		return errors.Is(err, os.ErrNotExist)
+	})
 }

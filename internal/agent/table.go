@@ -115,7 +115,9 @@ func (t *table) list() []agentapi.ProcessInfo {
 	defer t.mu.Unlock()
 	out := make([]agentapi.ProcessInfo, 0, len(t.running))
 	for _, p := range t.running {
-		out = append(out, p.info)
+		if p.running() { // not one that exited and is draining its output
+			out = append(out, p.info)
+		}
 	}
 	slices.SortFunc(out, func(a, b agentapi.ProcessInfo) int { return a.PID - b.PID })
 	return out
