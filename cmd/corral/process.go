@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
@@ -20,15 +21,16 @@ func runProcess(ctx context.Context, c *corral.Client, id string, req apiv1.Exec
 	res, err := c.Run(ctx, id, req, stdin, os.Stdout, os.Stderr)
 	if err != nil {
 		if ae, ok := err.(*corral.Error); ok {
-			switch ae.Code {
-			case "not_found":
-				if ae.Status == 404 && req.Cmd != nil {
+			// Answer as a shell does when the command cannot run.
+			if strings.Contains(ae.Message, "args: ") {
+				switch ae.Code {
+				case "not_found":
 					fmt.Fprintln(os.Stderr, "corral:", ae.Message)
 					return 127, nil
+				case "permission_denied":
+					fmt.Fprintln(os.Stderr, "corral:", ae.Message)
+					return 126, nil
 				}
-			case "permission_denied":
-				fmt.Fprintln(os.Stderr, "corral:", ae.Message)
-				return 126, nil
 			}
 		}
 		return 1, err

@@ -59,8 +59,8 @@ func TestProcessStartErrors(t *testing.T) {
 		kind error
 	}{
 		{"no args", agentapi.StartRequest{}, errdefs.ErrInvalidArgument},
-		{"missing executable", agentapi.StartRequest{Args: []string{"corral-no-such-binary"}}, errdefs.ErrInvalidArgument},
-		{"not executable", agentapi.StartRequest{Args: []string{"/etc/passwd"}}, errdefs.ErrInvalidArgument},
+		{"missing executable", agentapi.StartRequest{Args: []string{"corral-no-such-binary"}}, errdefs.ErrNotFound},
+		{"not executable", agentapi.StartRequest{Args: []string{"/etc/passwd"}}, errdefs.ErrPermissionDenied},
 		{"bad cwd", agentapi.StartRequest{Args: []string{"true"}, Cwd: "/corral/no/such/dir"}, errdefs.ErrInvalidArgument},
 		{"cwd is a file", agentapi.StartRequest{Args: []string{"true"}, Cwd: "/etc/passwd"}, errdefs.ErrInvalidArgument},
 		{"bad user", agentapi.StartRequest{Args: []string{"true"}, User: "corral-no-such-user"}, errdefs.ErrInvalidArgument},

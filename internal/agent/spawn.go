@@ -150,7 +150,7 @@ func lookPath(file, pathList, dir string) (string, error) {
 			file = filepath.Join(dir, file)
 		}
 		if err := checkExecutable(file); err != nil {
-			return "", errdefs.Invalid("args", "%s: %v", file, err)
+			return "", execError(file, err)
 		}
 		return file, nil
 	}
@@ -166,7 +166,16 @@ func lookPath(file, pathList, dir string) (string, error) {
 			return candidate, nil
 		}
 	}
-	return "", errdefs.Invalid("args", "executable %q not found in PATH", file)
+	return "", fmt.Errorf("%w: args: executable %q not found in PATH", errdefs.ErrNotFound, file)
+}
+
+// execError classifies why a named executable cannot run, so callers can
+// answer as a shell does (127 missing, 126 not executable).
+func execError(file string, err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: args: executable %s not found", errdefs.ErrNotFound, file)
+	}
+	return fmt.Errorf("%w: args: %s cannot be executed: %v", errdefs.ErrPermissionDenied, file, err)
 }
 
 func checkExecutable(path string) error {

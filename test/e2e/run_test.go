@@ -20,6 +20,7 @@ func TestRun(t *testing.T) {
 		{"separate streams", "", []string{"sh", "-c", "echo out; echo err >&2"}, "out\n", "err\n", 0},
 		{"stdin", "hello\n", []string{"cat"}, "hello\n", "", 0},
 		{"missing command", "", []string{"no-such-command-xyz"}, "", "", 127},
+		{"not executable", "", []string{"/etc/passwd"}, "", "", 126},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
