@@ -51,10 +51,10 @@ type Config struct {
 // process that does not read can fill its own window but never the
 // connection's, so it cannot hold up any other call.
 const (
-	maxFrameSize         = 16 << 10
+	maxFrameSize         = 256 << 10
 	maxHeaderBytes       = 64 << 10
 	maxConcurrentStreams = 1000
-	streamRecvWindow     = 64 << 10
+	streamRecvWindow     = 1 << 20
 	connRecvWindow       = streamRecvWindow * maxConcurrentStreams
 )
 

@@ -78,7 +78,7 @@ func (s *Server) writeAtomic(body io.Reader, dir, host string, mode uint32, acct
 			os.Remove(tmp.Name())
 		}
 	}()
-	if _, err = io.Copy(tmp, body); err != nil {
+	if _, err = io.CopyBuffer(tmp, onlyReader{body}, make([]byte, copyChunk)); err != nil {
 		return fmt.Errorf("%w: receiving the body: %v", errdefs.ErrUnavailable, err)
 	}
 	if err = tmp.Chmod(agentapi.FileMode(mode)); err != nil {

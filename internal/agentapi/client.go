@@ -78,6 +78,7 @@ func newTransport() (*http2.Transport, error) {
 	tr.AllowHTTP = true
 	tr.DisableCompression = true
 	tr.MaxHeaderListSize = 64 << 10
+	tr.MaxReadFrameSize = 256 << 10
 	tr.StrictMaxConcurrentStreams = true
 	return tr, nil
 }

@@ -69,7 +69,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 		w.WriteHeader(http.StatusOK)
-		_, _ = io.Copy(w, body)
+		_, _ = io.CopyBuffer(w, body, make([]byte, 256<<10))
 		return nil
 	})
 }

@@ -48,7 +48,10 @@ func (s *Server) execProcess(w http.ResponseWriter, r *http.Request) {
 	if !ended && !req.Background && proc.PID() > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 		defer cancel()
-		if err := s.m.Signal(ctx, id, proc.PID(), syscall.SIGKILL); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		// Not found: it ended meanwhile; failed precondition or unavailable:
+		// the sandbox is going away, taking the process with it.
+		if err := s.m.Signal(ctx, id, proc.PID(), syscall.SIGKILL); err != nil && !errors.Is(err, errdefs.ErrNotFound) &&
+			!errors.Is(err, errdefs.ErrFailedPrecondition) && !errors.Is(err, errdefs.ErrUnavailable) {
 			s.log.Warn("killing abandoned process", "sandbox", id, "pid", proc.PID(), "err", err)
 		}
 	}

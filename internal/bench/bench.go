@@ -52,7 +52,7 @@ func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error
 		return err
 	}
 	defer raw.close()
-	fmt.Fprintf(out, "corral bench: n=%d, file=%d MiB, runsc=%s\n\n", cfg.N, cfg.FileMiB, raw.version(ctx))
+	fmt.Fprintf(out, "corral bench: n=%d, file=%d MiB, runsc=%s\n\n", cfg.N, cfg.FileMiB, raw.version())
 
 	tti, err := corralTTI(ctx, c, cfg.N)
 	if err != nil {

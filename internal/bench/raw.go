@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -37,12 +38,14 @@ func (r *raw) close() {
 	}
 }
 
-func (r *raw) version(ctx context.Context) string {
-	out, err := exec.CommandContext(ctx, r.cfg.RunscPath, "--version").Output()
+// version names the runsc build: a go-installed runsc reports
+// VERSION_MISSING itself, so read the module version it was built from.
+func (r *raw) version() string {
+	bi, err := buildinfo.ReadFile(r.cfg.RunscPath)
 	if err != nil {
 		return "unknown"
 	}
-	return strings.SplitN(string(out), "\n", 2)[0]
+	return bi.Path + "@" + bi.Main.Version
 }
 
 // runsc runs one runsc command with the same global flags Corral uses.
@@ -124,8 +127,10 @@ func (r *raw) exec(ctx context.Context, n int) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if out, err := r.runsc(ctx, upper, "run", "--detach", "--bundle", b, id).CombinedOutput(); err != nil {
-		return res, fmt.Errorf("runsc run --detach: %v: %s", err, out)
+	// The detached sandbox inherits runsc's stdio: give it none, or reading
+	// runsc's output would wait for the sandbox to exit.
+	if err := r.runsc(ctx, upper, "run", "--detach", "--bundle", b, id).Run(); err != nil {
+		return res, fmt.Errorf("runsc run --detach: %v", err)
 	}
 	defer r.runsc(context.WithoutCancel(ctx), upper, "delete", "--force", id).Run()
 	for i := 0; i < n+1; i++ {
