@@ -179,16 +179,18 @@ func fileThroughput(ctx context.Context, c *corral.Client, mib int, out io.Write
 	}
 	write := time.Since(t0)
 	t0 = time.Now()
-	r, _, err := c.ReadFile(ctx, sb.ID, "/root/bench.bin")
+	r, size, err := c.ReadFile(ctx, sb.ID, "/root/bench.bin")
 	if err != nil {
 		return err
 	}
-	got, err := io.ReadAll(r)
+	back := bytes.NewBuffer(make([]byte, 0, max(size, 0)))
+	_, err = io.Copy(back, r)
 	r.Close()
 	if err != nil {
 		return err
 	}
 	read := time.Since(t0)
+	got := back.Bytes()
 	if !bytes.Equal(got, data) {
 		return fmt.Errorf("read back %d bytes that differ from the %d written", len(got), len(data))
 	}
