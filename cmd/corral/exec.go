@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"corral/pkg/apiv1"
@@ -11,6 +12,7 @@ import (
 func newExecCmd() *cobra.Command {
 	var (
 		noStdin bool
+		detach  bool
 		cwd     string
 		user    string
 		env     []string
@@ -32,6 +34,15 @@ func newExecCmd() *cobra.Command {
 			ctx, cancel := cmdContext()
 			defer cancel()
 			req := apiv1.ExecRequest{Cmd: args[1:], Cwd: cwd, User: user, Env: envs, Timeout: timeout.Seconds()}
+			if detach {
+				req.Background = true
+				s, err := c.Exec(ctx, args[0], req)
+				if err != nil {
+					return err
+				}
+				fmt.Println(s.PID())
+				return s.Close()
+			}
 			code, err := runProcess(ctx, c, args[0], req, !noStdin)
 			if err != nil {
 				return err
@@ -43,6 +54,7 @@ func newExecCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&noStdin, "no-stdin", false, "do not forward stdin")
+	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "run in the background and print the pid (see ps, attach)")
 	cmd.Flags().StringVarP(&cwd, "workdir", "w", "", "working directory")
 	cmd.Flags().StringVarP(&user, "user", "u", "", "user (name, uid or uid:gid)")
 	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "environment variable K=V (repeatable)")

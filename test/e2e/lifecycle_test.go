@@ -142,3 +142,17 @@ func TestPTYShell(t *testing.T) {
 		t.Errorf("pty session: exit %d, output %q", res.ExitCode, out.String())
 	}
 }
+
+// A background process can be listed and re-attached to.
+func TestBackgroundProcessAttach(t *testing.T) {
+	d := startDaemon(t)
+	id := d.create()
+	pid := strings.TrimSpace(d.mustCLI("exec", "-d", id, "--", "sh", "-c", "echo early; sleep 1; echo late; exit 4"))
+	if out := d.mustCLI("ps", id); !strings.Contains(out, pid) || !strings.Contains(out, "sleep 1") {
+		t.Fatalf("ps does not show pid %s:\n%s", pid, out)
+	}
+	out, _, code := d.cli("", "attach", id, pid)
+	if code != 4 || !strings.Contains(out, "late") {
+		t.Errorf("attach: exit %d, output %q", code, out)
+	}
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newPsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ps ID",
+		Short: "List the running processes started in a sandbox",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cmdContext()
+			defer cancel()
+			ps, err := c.Processes(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PID\tTAG\tSTARTED\tCOMMAND")
+			for _, p := range ps {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", p.PID, p.Tag, p.StartedAt.Local().Format(time.TimeOnly), strings.Join(p.Cmd, " "))
+			}
+			return tw.Flush()
+		},
+	}
+}
