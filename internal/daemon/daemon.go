@@ -105,7 +105,7 @@ func serve(ctx context.Context, cfg Config, h http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	cfg.Logger.Info("corral daemon serving", "listen", ln.Addr().String(), "state_dir", cfg.StateDir, "version", cfg.Version)
