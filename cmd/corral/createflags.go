@@ -15,6 +15,7 @@ type createFlags struct {
 	runtime, name, workdir, entrypoint string
 	cpu, cpuLimit                      float64
 	memory, memoryLimit                int64
+	disk                               float64
 	timeout, idleTimeout               time.Duration
 	env, tags                          []string
 }
@@ -27,6 +28,7 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	fs.Float64Var(&f.cpuLimit, "cpu-limit", 0, "CPU burst limit in cores (default: no limit)")
 	fs.Int64Var(&f.memory, "memory", 0, "memory request in MiB (default 512)")
 	fs.Int64Var(&f.memoryLimit, "memory-limit", 0, "memory limit in MiB (default: the request)")
+	fs.Float64Var(&f.disk, "disk", 0, "size of the sandbox's writable layer in GiB (default 10)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "maximum lifetime (default 5m, at most 24h)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "terminate after this long without activity")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable K=V (repeatable)")
@@ -47,7 +49,7 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 	}
 	req := apiv1.CreateSandboxRequest{
 		Runtime: f.runtime, Name: f.name, Workdir: f.workdir, CPU: f.cpu, CPULimit: f.cpuLimit,
-		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, Timeout: f.timeout.Seconds(),
+		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, DiskMB: int64(f.disk * 1024), Timeout: f.timeout.Seconds(),
 		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags,
 	}
 	if f.timeout < 0 {

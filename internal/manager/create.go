@@ -177,6 +177,7 @@ func resourcesOf(s sandbox.Spec) runtime.Resources {
 		CPULimitMilli:   int64(s.CPULimit * 1000),
 		MemoryRequestMB: s.MemoryMB,
 		MemoryLimitMB:   s.MemoryLimitMB,
+		DiskMB:          s.DiskMB,
 		PidsLimit:       sandbox.DefaultPidsLimit,
 	}
 }

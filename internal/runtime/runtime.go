@@ -39,6 +39,7 @@ type Resources struct {
 	MemoryRequestMB int64 // soft limit / reservation, MiB
 	MemoryLimitMB   int64 // hard limit, MiB; the sandbox is OOM-killed above it
 	PidsLimit       int64 // maximum number of tasks
+	DiskMB          int64 // size of the private writable layer, MiB
 }
 
 // StartParams describe a sandbox to start.

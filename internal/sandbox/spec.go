@@ -18,6 +18,9 @@ const (
 	DefaultMemoryMB   = 512
 	MaxMemoryMB       = 256 * 1024
 	DefaultPidsLimit  = 4096
+	DefaultDiskMB     = 10 * 1024
+	MinDiskMB         = 64
+	MaxDiskMB         = 1024 * 1024
 	maxEnvEntries     = 256
 	maxEnvBytes       = 128 << 10
 	maxTags           = 64
@@ -36,6 +39,7 @@ type Spec struct {
 	CPULimit      float64           `json:"cpu_limit"`
 	MemoryMB      int64             `json:"memory_mb"`
 	MemoryLimitMB int64             `json:"memory_limit_mb"`
+	DiskMB        int64             `json:"disk_mb"`
 	Timeout       time.Duration     `json:"timeout"`
 	IdleTimeout   time.Duration     `json:"idle_timeout"`
 	Env           map[string]string `json:"env,omitempty"`
@@ -114,6 +118,12 @@ func (s *Spec) normalizeResources() error {
 	}
 	if s.MemoryLimitMB < 32 {
 		return errdefs.Invalid("memory_limit_mb", "must be at least 32 MiB, got %d", s.MemoryLimitMB)
+	}
+	if s.DiskMB == 0 {
+		s.DiskMB = DefaultDiskMB
+	}
+	if s.DiskMB < MinDiskMB || s.DiskMB > MaxDiskMB {
+		return errdefs.Invalid("disk_mb", "must be between %d and %d MiB, got %d", MinDiskMB, MaxDiskMB, s.DiskMB)
 	}
 	return nil
 }

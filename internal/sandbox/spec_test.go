@@ -30,6 +30,7 @@ func TestNormalize(t *testing.T) {
 		{"bad name", Spec{Name: "../x"}, "name"},
 		{"empty entrypoint word", Spec{Entrypoint: []string{""}}, "entrypoint"},
 		{"unknown image", Spec{Image: "nope:1"}, "image"},
+		{"tiny disk", Spec{DiskMB: 1}, "disk_mb"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

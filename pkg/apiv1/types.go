@@ -15,6 +15,7 @@ type CreateSandboxRequest struct {
 	CPULimit      float64           `json:"cpu_limit,omitempty"`
 	MemoryMB      int64             `json:"memory_mb,omitempty"`
 	MemoryLimitMB int64             `json:"memory_limit_mb,omitempty"`
+	DiskMB        int64             `json:"disk_mb,omitempty"`
 	Timeout       float64           `json:"timeout,omitempty"`
 	IdleTimeout   float64           `json:"idle_timeout,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
@@ -35,6 +36,7 @@ type Sandbox struct {
 	CPULimit      float64           `json:"cpu_limit"`
 	MemoryMB      int64             `json:"memory_mb"`
 	MemoryLimitMB int64             `json:"memory_limit_mb"`
+	DiskMB        int64             `json:"disk_mb"`
 	Timeout       float64           `json:"timeout"`
 	IdleTimeout   float64           `json:"idle_timeout,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`

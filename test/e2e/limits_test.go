@@ -80,3 +80,17 @@ func TestStubbornProcessGoneAfterRm(t *testing.T) {
 	d.mustCLI("rm", id)
 	d.assertNoLeaks(t, []string{id})
 }
+
+// The writable layer is bounded: a sandbox cannot fill the host's disk.
+func TestDiskLimit(t *testing.T) {
+	d := startDaemon(t)
+	id := d.create("--disk", "0.25")
+	out, errs, code := d.cli("", "exec", id, "--", "dd", "if=/dev/zero", "of=/root/fill", "bs=1M", "count=400")
+	if code == 0 || !strings.Contains(errs+out, "No space left") {
+		t.Fatalf("400 MiB into a 256 MiB layer: exit %d, %q %q", code, out, errs)
+	}
+	d.mustCLI("exec", id, "--", "rm", "/root/fill")
+	if got := d.mustCLI("exec", id, "--", "sh", "-c", "echo ok > /root/small && cat /root/small"); got != "ok\n" {
+		t.Errorf("after freeing space: %q", got)
+	}
+}

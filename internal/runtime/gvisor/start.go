@@ -57,7 +57,7 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 	if err := writeSpec(bundle, buildSpec(p, r.cgroup(p.ID))); err != nil {
 		return err
 	}
-	if err := r.create(ctx, p.Ref, bundle); err != nil {
+	if err := r.create(ctx, p.Ref, bundle, p.Resources.DiskMB); err != nil {
 		return err
 	}
 	tCreate := time.Since(t0)
@@ -91,7 +91,7 @@ func checkStartParams(p runtime.StartParams) error {
 // inherits as PID 1's, go to console.log; stdin is /dev/null. It runs in a
 // session of its own so that the sandbox and gofer it leaves behind do not
 // get the daemon's terminal signals.
-func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string) error {
+func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, diskMB int64) error {
 	logPath := filepath.Join(ref.Dir, consoleLog)
 	console, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -102,7 +102,12 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string) er
 
 	ctx, cancel := context.WithTimeout(ctx, createTimeout)
 	defer cancel()
+	// The private layer is a file under upper/ that grows as the guest
+	// writes; size= bounds it so a sandbox cannot fill the host's disk.
 	overlay := "root:dir=" + filepath.Join(ref.Dir, upperDirName)
+	if diskMB > 0 {
+		overlay += fmt.Sprintf(",size=%dM", diskMB)
+	}
 	cmd := r.command(ctx, ref.Dir, "--overlay2", overlay, "create", "--bundle", bundle, ref.ID)
 	cmd.Stdout, cmd.Stderr = console, console
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
