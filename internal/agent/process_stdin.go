@@ -23,8 +23,10 @@ func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) error {
 	if err := p.writeStdin(r.Context(), r.Body); err != nil {
 		return err
 	}
+	// A process may read its last input and exit before the close: its
+	// stdin is then closed already, and the call did all it was asked.
 	if closeAfter {
-		if err := closeInput(p); err != nil {
+		if err := closeInput(p); err != nil && p.running() {
 			return err
 		}
 	}
