@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"corral/internal/bench"
+	"corral/sdk/go/corral"
 
 	"github.com/spf13/cobra"
 )
@@ -14,15 +16,9 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure a running daemon against raw runsc, side by side (needs root for the baseline)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := cmdContext()
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
 			return bench.Run(ctx, c, cfg, os.Stdout)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVarP(&cfg.N, "n", "n", 20, "samples per figure")

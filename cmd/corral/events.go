@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
 	"time"
+
+	"corral/sdk/go/corral"
 
 	"github.com/spf13/cobra"
 )
@@ -15,13 +18,7 @@ func newEventsCmd() *cobra.Command {
 		Use:   "events ID",
 		Short: "Print a sandbox's event log",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := cmdContext()
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
 			evs, err := c.Events(ctx, args[0])
 			if err != nil {
 				return err
@@ -35,6 +32,6 @@ func newEventsCmd() *cobra.Command {
 				fmt.Fprintf(os.Stdout, "%s  %-18s %s %s\n", e.Time.Local().Format(time.RFC3339), e.Kind, e.Message, strings.Join(kv, " "))
 			}
 			return nil
-		},
+		}),
 	}
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
+
+	"corral/sdk/go/corral"
 
 	"github.com/spf13/cobra"
 )
@@ -12,13 +15,7 @@ func newInspectCmd() *cobra.Command {
 		Use:   "inspect ID",
 		Short: "Print a sandbox's full record as JSON",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := cmdContext()
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
 			sb, err := c.Get(ctx, args[0])
 			if err != nil {
 				return err
@@ -26,6 +23,6 @@ func newInspectCmd() *cobra.Command {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(sb)
-		},
+		}),
 	}
 }

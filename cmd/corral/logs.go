@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"io"
 	"os"
+
+	"corral/sdk/go/corral"
 
 	"github.com/spf13/cobra"
 )
@@ -13,13 +16,7 @@ func newLogsCmd() *cobra.Command {
 		Use:   "logs ID",
 		Short: "Print the output of a sandbox's entrypoint",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := cmdContext()
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
 			r, err := c.Logs(ctx, args[0], follow)
 			if err != nil {
 				return err
@@ -27,7 +24,7 @@ func newLogsCmd() *cobra.Command {
 			defer r.Close()
 			_, err = io.Copy(os.Stdout, r)
 			return err
-		},
+		}),
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep streaming until the sandbox ends")
 	return cmd

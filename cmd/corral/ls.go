@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
 	"time"
+
+	"corral/sdk/go/corral"
 
 	"github.com/spf13/cobra"
 )
@@ -19,13 +22,7 @@ func newLsCmd() *cobra.Command {
 		Use:   "ls",
 		Short: "List sandboxes (live ones; --all for every record)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := cmdContext()
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
 			sbs, err := c.List(ctx, "")
 			if err != nil {
 				return err
@@ -55,7 +52,7 @@ func newLsCmd() *cobra.Command {
 					sb.CreatedAt.Local().Format(time.DateTime), end)
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include terminated and failed sandboxes")

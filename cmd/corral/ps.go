@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"corral/sdk/go/corral"
 
 	"github.com/spf13/cobra"
 )
@@ -15,13 +18,7 @@ func newPsCmd() *cobra.Command {
 		Use:   "ps ID",
 		Short: "List the running processes started in a sandbox",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := cmdContext()
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
 			ps, err := c.Processes(ctx, args[0])
 			if err != nil {
 				return err
@@ -32,6 +29,6 @@ func newPsCmd() *cobra.Command {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", p.PID, p.Tag, p.StartedAt.Local().Format(time.TimeOnly), strings.Join(p.Cmd, " "))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }

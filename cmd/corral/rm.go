@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
+
+	"corral/sdk/go/corral"
 
 	"github.com/spf13/cobra"
 )
@@ -11,17 +15,11 @@ func newRmCmd() *cobra.Command {
 		Use:   "rm ID...",
 		Short: "Terminate sandboxes (everything in them is killed and removed)",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := cmdContext()
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
 			var firstErr error
 			for _, id := range args {
 				if _, err := c.Terminate(ctx, id); err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "corral: %s: %v\n", id, err)
+					fmt.Fprintf(os.Stderr, "corral: %s: %v\n", id, err)
 					if firstErr == nil {
 						firstErr = exitCode(1)
 					}
@@ -30,6 +28,6 @@ func newRmCmd() *cobra.Command {
 				fmt.Println(id)
 			}
 			return firstErr
-		},
+		}),
 	}
 }

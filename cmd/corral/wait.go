@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
+
+	"corral/sdk/go/corral"
 
 	"github.com/spf13/cobra"
 )
@@ -14,13 +17,7 @@ func newWaitCmd() *cobra.Command {
 		Use:   "wait ID",
 		Short: "Wait for a sandbox to end; print and exit with its exit code (124 timeout, 137 killed)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := cmdContext()
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
 			res, err := c.Wait(ctx, args[0], timeout.Seconds())
 			if err != nil {
 				return err
@@ -31,7 +28,7 @@ func newWaitCmd() *cobra.Command {
 				return exitCode(res.ExitCode)
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long")
 	return cmd
