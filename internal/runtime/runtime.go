@@ -59,6 +59,10 @@ type StartParams struct {
 	Resources Resources
 	// Hostname of the sandbox.
 	Hostname string
+	// NetnsPath is the network namespace the sandbox joins, prepared by
+	// the network layer (netpolicy) with the sandbox's interface, address
+	// and routes. Empty: the sandbox has no network at all.
+	NetnsPath string
 }
 
 // State is what a runtime reports about a sandbox.

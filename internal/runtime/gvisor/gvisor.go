@@ -151,13 +151,12 @@ func (r *Runtime) cgroup(id string) string {
 }
 
 // globalFlags are the runsc flags every invocation for a sandbox gets, so
-// that create and the commands after it agree. Network is chosen here and
-// only here.
+// that create and the commands after it agree. The network flag is
+// create's alone (networkFlag).
 func (r *Runtime) globalFlags(dir string) []string {
 	f := []string{
 		"--root", r.cfg.Root,
 		"--platform", r.cfg.Platform,
-		"--network", "none",
 		"--host-uds", "create",
 	}
 	if r.cfg.Debug && dir != "" {

@@ -97,7 +97,7 @@ func buildSpec(p runtime.StartParams, cgroupsPath string) *specs.Spec {
 				{Type: specs.IPCNamespace},
 				{Type: specs.UTSNamespace},
 				{Type: specs.MountNamespace},
-				{Type: specs.NetworkNamespace},
+				{Type: specs.NetworkNamespace, Path: p.NetnsPath},
 			},
 		},
 	}
