@@ -16,6 +16,7 @@
 //	upper/              backing store of the private writable layer
 //	chan/agent.sock     the agent's socket (guest: /.corral/run/agent.sock)
 //	console.log         stdout/stderr of PID 1 and of runsc create
+//	network             runsc --network mode ("none" or "sandbox")
 //	runsc.log           runsc's debug log (Config.Debug only)
 //
 // This package imports the runtime contract, errdefs, cleanup and cgroups;
@@ -151,12 +152,19 @@ func (r *Runtime) cgroup(id string) string {
 }
 
 // globalFlags are the runsc flags every invocation for a sandbox gets, so
-// that create and the commands after it agree. The network flag is
-// create's alone (networkFlag).
+// that create and the commands after it agree. The network mode is the one
+// recorded at Start (networkFlag).
 func (r *Runtime) globalFlags(dir string) []string {
+	network := "none"
+	if dir != "" {
+		if b, err := os.ReadFile(filepath.Join(dir, networkFile)); err == nil && string(b) == "sandbox" {
+			network = "sandbox"
+		}
+	}
 	f := []string{
 		"--root", r.cfg.Root,
 		"--platform", r.cfg.Platform,
+		"--network", network,
 		"--host-uds", "create",
 	}
 	if r.cfg.Debug && dir != "" {

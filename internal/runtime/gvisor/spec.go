@@ -25,6 +25,7 @@ const (
 	upperDirName  = "upper"
 	chanDirName   = "chan"
 	consoleLog    = "console.log"
+	networkFile   = "network" // runsc --network mode of the sandbox
 )
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -57,7 +57,10 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 	if err := writeSpec(bundle, buildSpec(p, r.cgroup(p.ID))); err != nil {
 		return err
 	}
-	if err := r.create(ctx, p.Ref, bundle, p.Resources.DiskMB, p.NetnsPath); err != nil {
+	if err := os.WriteFile(filepath.Join(p.Dir, networkFile), []byte(networkFlag(p.NetnsPath)), 0o600); err != nil {
+		return fmt.Errorf("recording network mode: %w", err)
+	}
+	if err := r.create(ctx, p.Ref, bundle, p.Resources.DiskMB); err != nil {
 		return err
 	}
 	tCreate := time.Since(t0)
@@ -91,7 +94,7 @@ func checkStartParams(p runtime.StartParams) error {
 // inherits as PID 1's, go to console.log; stdin is /dev/null. It runs in a
 // session of its own so that the sandbox and gofer it leaves behind do not
 // get the daemon's terminal signals.
-func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, diskMB int64, netns string) error {
+func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, diskMB int64) error {
 	logPath := filepath.Join(ref.Dir, consoleLog)
 	console, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -108,7 +111,7 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, di
 	if diskMB > 0 {
 		overlay += fmt.Sprintf(",size=%dM", diskMB)
 	}
-	cmd := r.command(ctx, ref.Dir, "--network", networkFlag(netns), "--overlay2", overlay, "create", "--bundle", bundle, ref.ID)
+	cmd := r.command(ctx, ref.Dir, "--overlay2", overlay, "create", "--bundle", bundle, ref.ID)
 	cmd.Stdout, cmd.Stderr = console, console
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Run(); err != nil {
@@ -143,7 +146,9 @@ func consoleTail(dir string, offset int64) string {
 
 // networkFlag is runsc's --network: "sandbox" (gVisor's netstack on the
 // interfaces of the namespace the spec names) when the network layer
-// prepared a namespace, else "none" (loopback only).
+// prepared a namespace, else "none" (loopback only). runsc reads it at
+// create and again at start (which sets the network up), so it is recorded
+// in the sandbox directory and every command for the sandbox passes it.
 func networkFlag(netns string) string {
 	if netns != "" {
 		return "sandbox"
