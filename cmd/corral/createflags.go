@@ -18,6 +18,23 @@ type createFlags struct {
 	disk                               float64
 	timeout, idleTimeout               time.Duration
 	env, tags                          []string
+	net                                netFlags
+}
+
+// netFlags are the network policy flags of create, run and net set.
+type netFlags struct {
+	block          bool
+	cidrs, domains []string
+}
+
+func (n *netFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&n.block, "block-network", false, "no network at all")
+	fs.StringSliceVar(&n.cidrs, "cidr-allow", nil, "allow egress only to these ranges (repeatable, comma-separated)")
+	fs.StringSliceVar(&n.domains, "domain-allow", nil, "allow egress only to these names, e.g. pypi.org,*.github.com")
+}
+
+func (n *netFlags) policy() apiv1.NetworkPolicy {
+	return apiv1.NetworkPolicy{BlockNetwork: n.block, CIDRAllowlist: n.cidrs, DomainAllowlist: n.domains}
 }
 
 func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
@@ -33,6 +50,7 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "terminate after this long without activity")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable K=V (repeatable)")
 	fs.StringArrayVar(&f.tags, "tag", nil, "tag k=v (repeatable)")
+	f.net.register(fs)
 	if withEntrypoint {
 		fs.StringVar(&f.entrypoint, "entrypoint", "", "command (run by sh -c) whose exit ends the sandbox")
 	}
@@ -50,7 +68,7 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 	req := apiv1.CreateSandboxRequest{
 		Runtime: f.runtime, Name: f.name, Workdir: f.workdir, CPU: f.cpu, CPULimit: f.cpuLimit,
 		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, DiskMB: int64(f.disk * 1024), Timeout: f.timeout.Seconds(),
-		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags,
+		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags, NetworkPolicy: f.net.policy(),
 	}
 	if f.timeout < 0 {
 		req.Timeout = -1 // let the daemon name the problem

@@ -52,8 +52,12 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
+	net, err := policyOf(req.NetworkPolicy)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
 	return sandbox.Spec{
-		Runtime: req.Runtime, Image: req.Image, CPU: req.CPU, CPULimit: req.CPULimit,
+		Network: net, Runtime: req.Runtime, Image: req.Image, CPU: req.CPU, CPULimit: req.CPULimit,
 		MemoryMB: req.MemoryMB, MemoryLimitMB: req.MemoryLimitMB, DiskMB: req.DiskMB, Timeout: timeout, IdleTimeout: idle,
 		Env: req.Env, Workdir: req.Workdir, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
 	}, nil
@@ -65,7 +69,7 @@ func toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		CPU: sb.Spec.CPU, CPULimit: sb.Spec.CPULimit, MemoryMB: sb.Spec.MemoryMB, MemoryLimitMB: sb.Spec.MemoryLimitMB, DiskMB: sb.Spec.DiskMB,
 		Timeout: sb.Spec.Timeout.Seconds(), IdleTimeout: sb.Spec.IdleTimeout.Seconds(), Env: sb.Spec.Env,
 		Workdir: sb.Spec.Workdir, Tags: sb.Spec.Tags, Entrypoint: sb.Spec.Entrypoint, CreatedAt: sb.CreatedAt,
-		ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
+		Network: networkOf(sb.Spec.Network), ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
 	}
 	if !sb.StartedAt.IsZero() {
 		t := sb.StartedAt

@@ -58,6 +58,7 @@ var routes = []route{
 	{"GET /v1/sandboxes", false, func(s *Server) http.HandlerFunc { return s.listSandboxes }},
 	{"GET /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.getSandbox }},
 	{"DELETE /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.deleteSandbox }},
+	{"PUT /v1/sandboxes/{id}/network", false, func(s *Server) http.HandlerFunc { return s.setNetwork }},
 	{"POST /v1/sandboxes/{id}/wait", false, func(s *Server) http.HandlerFunc { return s.waitSandbox }},
 	{"GET /v1/sandboxes/{id}/logs", false, func(s *Server) http.HandlerFunc { return s.sandboxLogs }},
 	{"GET /v1/sandboxes/{id}/events", false, func(s *Server) http.HandlerFunc { return s.sandboxEvents }},

@@ -25,6 +25,11 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err := spec.Normalize(); err != nil {
 		return nil, err
 	}
+	net, err := m.effectiveNetwork(spec.Network)
+	if err != nil {
+		return nil, err
+	}
+	spec.Network = net
 	rt := m.cfg.Runtimes[spec.Runtime]
 	if rt == nil {
 		return nil, fmt.Errorf("%w: runtime %q is not supported yet by this daemon (available: %v)", errdefs.ErrNotSupported, spec.Runtime, m.Runtimes())

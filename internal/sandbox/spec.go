@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/netpolicy/policy"
 )
 
 // Limits and defaults of a spec.
@@ -47,6 +48,7 @@ type Spec struct {
 	Name          string            `json:"name,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
+	Network       policy.Policy     `json:"network"`
 }
 
 var (
@@ -71,6 +73,9 @@ func (s *Spec) Normalize() error {
 		return err
 	}
 	if err := s.normalizeTimes(); err != nil {
+		return err
+	}
+	if err := s.Network.Normalize(); err != nil {
 		return err
 	}
 	return s.validateStrings()

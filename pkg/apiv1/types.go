@@ -23,6 +23,15 @@ type CreateSandboxRequest struct {
 	Name          string            `json:"name,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
+	NetworkPolicy
+}
+
+// NetworkPolicy is what a sandbox may reach. Empty: the public internet,
+// with the host, other sandboxes, link-local and private ranges denied.
+type NetworkPolicy struct {
+	BlockNetwork    bool     `json:"block_network,omitempty"`
+	CIDRAllowlist   []string `json:"cidr_allowlist,omitempty"`
+	DomainAllowlist []string `json:"domain_allowlist,omitempty"`
 }
 
 // Sandbox is what the API reports about one sandbox.
@@ -43,6 +52,7 @@ type Sandbox struct {
 	Workdir       string            `json:"workdir,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
+	Network       NetworkPolicy     `json:"network"`
 	CreatedAt     time.Time         `json:"created_at"`
 	StartedAt     *time.Time        `json:"started_at,omitempty"`
 	EndedAt       *time.Time        `json:"ended_at,omitempty"`

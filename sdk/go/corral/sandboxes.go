@@ -49,6 +49,15 @@ func (c *Client) Terminate(ctx context.Context, id string) (*apiv1.Sandbox, erro
 	return &sb, nil
 }
 
+// SetNetwork replaces a running sandbox's network policy.
+func (c *Client) SetNetwork(ctx context.Context, id string, p apiv1.NetworkPolicy) (*apiv1.Sandbox, error) {
+	var sb apiv1.Sandbox
+	if err := c.call(ctx, "PUT", sbPath(id, "/network"), nil, p, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
 // Wait blocks until the sandbox ends; timeoutSec 0 waits indefinitely.
 func (c *Client) Wait(ctx context.Context, id string, timeoutSec float64) (apiv1.WaitResult, error) {
 	q := url.Values{}
