@@ -132,6 +132,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("POST "+p+agentapi.PathRemove, s.wrap(s.fsRemove))
 		mux.Handle("POST "+p+agentapi.PathRename, s.wrap(s.fsRename))
 		mux.Handle("POST "+p+agentapi.PathChmod, s.wrap(s.fsChmod))
+		mux.Handle("POST "+p+agentapi.PathPortConnect, s.wrap(s.portConnect))
 	}
 	mux.Handle("/", s.wrap(notFound))
 	return mux

@@ -41,6 +41,7 @@ const (
 	PathRemove        = "/fs/remove"
 	PathRename        = "/fs/rename"
 	PathChmod         = "/fs/chmod"
+	PathPortConnect   = "/port/connect"
 	ContentTypeNDJSON = "application/x-ndjson"
 )
 
