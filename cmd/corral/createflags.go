@@ -19,6 +19,7 @@ type createFlags struct {
 	timeout, idleTimeout               time.Duration
 	env, tags                          []string
 	net                                netFlags
+	expose, exposePublic               []int
 }
 
 // netFlags are the network policy flags of create, run and net set.
@@ -51,6 +52,8 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable K=V (repeatable)")
 	fs.StringArrayVar(&f.tags, "tag", nil, "tag k=v (repeatable)")
 	f.net.register(fs)
+	fs.IntSliceVar(&f.expose, "expose", nil, "expose a port through the daemon, token-protected (repeatable)")
+	fs.IntSliceVar(&f.exposePublic, "expose-public", nil, "expose a port through the daemon without a token")
 	if withEntrypoint {
 		fs.StringVar(&f.entrypoint, "entrypoint", "", "command (run by sh -c) whose exit ends the sandbox")
 	}
@@ -72,6 +75,12 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 	}
 	if f.timeout < 0 {
 		req.Timeout = -1 // let the daemon name the problem
+	}
+	for _, p := range f.expose {
+		req.Expose = append(req.Expose, apiv1.ExposedPort{Port: p})
+	}
+	for _, p := range f.exposePublic {
+		req.Expose = append(req.Expose, apiv1.ExposedPort{Port: p, Public: true})
 	}
 	if f.entrypoint != "" {
 		req.Entrypoint = []string{"/bin/sh", "-c", f.entrypoint}

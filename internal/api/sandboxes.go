@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"io"
 	"math"
@@ -56,8 +57,15 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
+	var expose []sandbox.ExposedPort
+	for _, p := range req.Expose {
+		if p.URL != "" {
+			return sandbox.Spec{}, errdefs.Invalid("expose", "url is chosen by the daemon")
+		}
+		expose = append(expose, sandbox.ExposedPort{Port: p.Port, Public: p.Public})
+	}
 	return sandbox.Spec{
-		Network: net, Runtime: req.Runtime, Image: req.Image, CPU: req.CPU, CPULimit: req.CPULimit,
+		Network: net, Expose: expose, Runtime: req.Runtime, Image: req.Image, CPU: req.CPU, CPULimit: req.CPULimit,
 		MemoryMB: req.MemoryMB, MemoryLimitMB: req.MemoryLimitMB, DiskMB: req.DiskMB, Timeout: timeout, IdleTimeout: idle,
 		Env: req.Env, Workdir: req.Workdir, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
 	}, nil
@@ -70,6 +78,13 @@ func toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		Timeout: sb.Spec.Timeout.Seconds(), IdleTimeout: sb.Spec.IdleTimeout.Seconds(), Env: sb.Spec.Env,
 		Workdir: sb.Spec.Workdir, Tags: sb.Spec.Tags, Entrypoint: sb.Spec.Entrypoint, CreatedAt: sb.CreatedAt,
 		Network: networkOf(sb.Spec.Network), ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
+	}
+	for _, p := range sb.Spec.Expose {
+		out.Ports = append(out.Ports, apiv1.ExposedPort{Port: p.Port, Public: p.Public,
+			URL: fmt.Sprintf("/v1/sandboxes/%s/ports/%d/", sb.ID, p.Port)})
+	}
+	if len(out.Ports) > 0 {
+		out.PortToken = sb.PortToken
 	}
 	if !sb.StartedAt.IsZero() {
 		t := sb.StartedAt

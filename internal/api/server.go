@@ -76,6 +76,9 @@ var routes = []route{
 	{"POST /v1/sandboxes/{id}/fs/remove", false, func(s *Server) http.HandlerFunc { return s.removePath }},
 	{"POST /v1/sandboxes/{id}/fs/rename", false, func(s *Server) http.HandlerFunc { return s.renamePath }},
 	{"POST /v1/sandboxes/{id}/fs/chmod", false, func(s *Server) http.HandlerFunc { return s.chmodPath }},
+	// Exposed ports authorise with the sandbox's port token themselves.
+	{"/v1/sandboxes/{id}/ports/{port}/{path...}", true, func(s *Server) http.HandlerFunc { return s.proxyPort }},
+	{"GET /v1/sandboxes/{id}/tunnel/{port}", true, func(s *Server) http.HandlerFunc { return s.tunnelPort }},
 }
 
 func (s *Server) routes() {

@@ -37,7 +37,7 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	id := sandbox.NewID()
 	sb := &sandbox.Sandbox{
 		ID: id, Spec: spec, State: sandbox.Creating, CreatedAt: time.Now().UTC(),
-		Dir: filepath.Join(m.cfg.sandboxesDir(), id),
+		Dir: filepath.Join(m.cfg.sandboxesDir(), id), PortToken: newPortToken(),
 	}
 	l, err := m.admit(ctx, sb, rt)
 	if err != nil {

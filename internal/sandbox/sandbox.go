@@ -46,6 +46,8 @@ type Sandbox struct {
 	AgentVersion string
 	// Dir is the per-sandbox host directory the runtime owns.
 	Dir string
+	// PortToken grants access to the sandbox's non-public exposed ports.
+	PortToken string
 }
 
 // ExpiresAt is when the lifetime timeout fires.

@@ -49,7 +49,17 @@ type Spec struct {
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
 	Network       policy.Policy     `json:"network"`
+	Expose        []ExposedPort     `json:"expose,omitempty"`
 }
+
+// ExposedPort is a port inside the sandbox reachable through the daemon.
+type ExposedPort struct {
+	Port   int  `json:"port"`
+	Public bool `json:"public,omitempty"` // no token needed
+}
+
+// maxExposed bounds the exposed ports of one sandbox.
+const maxExposed = 32
 
 var (
 	nameRE   = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
@@ -76,6 +86,9 @@ func (s *Spec) Normalize() error {
 		return err
 	}
 	if err := s.Network.Normalize(); err != nil {
+		return err
+	}
+	if err := s.validateExpose(); err != nil {
 		return err
 	}
 	return s.validateStrings()
@@ -221,3 +234,30 @@ func validateEnv(field string, env map[string]string) error {
 
 // ValidateEnv is validateEnv for other packages (exec requests).
 func ValidateEnv(field string, env map[string]string) error { return validateEnv(field, env) }
+
+func (s *Spec) validateExpose() error {
+	if len(s.Expose) > maxExposed {
+		return errdefs.Invalid("expose", "at most %d ports, got %d", maxExposed, len(s.Expose))
+	}
+	seen := map[int]bool{}
+	for _, p := range s.Expose {
+		if p.Port < 1 || p.Port > 65535 {
+			return errdefs.Invalid("expose", "%d is not a TCP port", p.Port)
+		}
+		if seen[p.Port] {
+			return errdefs.Invalid("expose", "port %d listed twice", p.Port)
+		}
+		seen[p.Port] = true
+	}
+	return nil
+}
+
+// Exposed returns the exposed port p, if it is.
+func (s *Spec) Exposed(p int) (ExposedPort, bool) {
+	for _, e := range s.Expose {
+		if e.Port == p {
+			return e, true
+		}
+	}
+	return ExposedPort{}, false
+}

@@ -9,7 +9,7 @@ import (
 	"corral/internal/sandbox"
 )
 
-const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir`
+const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, port_token`
 
 // PutSandbox inserts or replaces the record of sb.
 func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
@@ -22,9 +22,9 @@ func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
 		exit = sql.NullInt64{Int64: int64(*sb.ExitCode), Valid: true}
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT OR REPLACE INTO sandboxes (name, `+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.Spec.Name, sb.ID, string(sb.State), string(spec), unixNano(sb.CreatedAt), unixNano(sb.StartedAt),
-		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir)
+		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, sb.PortToken)
 	if err != nil {
 		return fmt.Errorf("storing sandbox %s: %w", sb.ID, err)
 	}
@@ -74,7 +74,7 @@ func scanSandbox(r scanner) (*sandbox.Sandbox, error) {
 		exit                    sql.NullInt64
 	)
 	if err := r.Scan(&sb.ID, &state, &spec, &created, &started, &ended, &exit,
-		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir); err != nil {
+		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &sb.PortToken); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(spec), &sb.Spec); err != nil {

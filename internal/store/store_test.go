@@ -76,3 +76,35 @@ func TestProcesses(t *testing.T) {
 		t.Fatalf("processes: %v %+v", err, ps)
 	}
 }
+
+// A database written before a migration opens, gains the column, and
+// keeps its rows.
+func TestMigrateOldDatabase(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Make it look like a version-0 database: no port_token column.
+	for _, q := range []string{
+		`CREATE TABLE sandboxes_old AS SELECT id, name, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir FROM sandboxes`,
+		`DROP TABLE sandboxes`, `ALTER TABLE sandboxes_old RENAME TO sandboxes`,
+		`INSERT INTO sandboxes VALUES ('sb-old', '', 'terminated', '{}', 1, 0, 0, NULL, '', '', '', '')`,
+		`PRAGMA user_version = 0`,
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	s.Close()
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sb, err := s.GetSandbox(ctx, "sb-old")
+	if err != nil || sb.PortToken != "" {
+		t.Fatalf("old row after migration: %+v, %v", sb, err)
+	}
+}

@@ -23,7 +23,16 @@ type CreateSandboxRequest struct {
 	Name          string            `json:"name,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
+	Expose        []ExposedPort     `json:"expose,omitempty"`
 	NetworkPolicy
+}
+
+// ExposedPort is a port inside a sandbox reachable through the daemon at
+// URL (a path on the daemon), with the sandbox's port token unless Public.
+type ExposedPort struct {
+	Port   int    `json:"port"`
+	Public bool   `json:"public,omitempty"`
+	URL    string `json:"url,omitempty"`
 }
 
 // NetworkPolicy is what a sandbox may reach. Empty: the public internet,
@@ -53,6 +62,8 @@ type Sandbox struct {
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
 	Network       NetworkPolicy     `json:"network"`
+	Ports         []ExposedPort     `json:"ports,omitempty"`
+	PortToken     string            `json:"port_token,omitempty"`
 	CreatedAt     time.Time         `json:"created_at"`
 	StartedAt     *time.Time        `json:"started_at,omitempty"`
 	EndedAt       *time.Time        `json:"ended_at,omitempty"`

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// upgradeEcho answers an HTTP Upgrade with 101, then echoes lines upper-cased:
+// enough to prove the proxy carries upgraded (WebSocket-style) connections.
+const upgradeEcho = `
+import socket, threading
+def serve(c):
+    f = c.makefile('rwb')
+    while f.readline() not in (b'\r\n', b''): pass
+    f.write(b'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n'); f.flush()
+    for line in f:
+        f.write(line.upper()); f.flush()
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 9000)); s.listen(8)
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,)).start()
+`
+
+func TestExposedPorts(t *testing.T) {
+	d := startDaemon(t)
+	id := d.create("--expose", "8000", "--expose", "9000", "--expose-public", "8001")
+	d.mustCLI("exec", id, "--", "sh", "-c", "mkdir -p /srv && echo hello-from-sandbox > /srv/index.html")
+	d.mustCLI("exec", "-d", id, "--", "python3", "-m", "http.server", "8000", "--bind", "127.0.0.1", "--directory", "/srv")
+	d.mustCLI("exec", "-d", id, "--", "python3", "-m", "http.server", "8001", "--directory", "/srv")
+	d.mustCLI("exec", "-d", id, "--", "python3", "-c", upgradeEcho)
+	url := strings.TrimSpace(d.mustCLI("url", id, "8000"))
+	base := "http://" + d.addr + "/v1/sandboxes/" + id + "/ports/"
+
+	get := func(u string, hdr map[string]string) (int, string) {
+		for i := 0; ; i++ {
+			req, _ := http.NewRequest("GET", u, nil)
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			// The servers start in the background: retry while nothing listens.
+			if resp.StatusCode == http.StatusBadRequest && strings.Contains(string(b), "nothing listens") && i < 50 {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			return resp.StatusCode, string(b)
+		}
+	}
+	token := url[strings.Index(url, "corral_token=")+len("corral_token="):]
+	tests := []struct {
+		name   string
+		url    string
+		hdr    map[string]string
+		status int
+		body   string
+	}{
+		{"url with token", url + "&x=1", nil, 200, "hello-from-sandbox"},
+		{"header token", base + "8000/index.html", map[string]string{"X-Corral-Port-Token": token}, 200, "hello-from-sandbox"},
+		{"api token", base + "8000/index.html", map[string]string{"Authorization": "Bearer " + d.token}, 200, "hello-from-sandbox"},
+		{"no token", base + "8000/", nil, 401, "token"},
+		{"wrong token", base + "8000/", map[string]string{"X-Corral-Port-Token": "nope"}, 401, "token"},
+		{"public port", base + "8001/index.html", nil, 200, "hello-from-sandbox"},
+		{"not exposed", base + "8002/", map[string]string{"Authorization": "Bearer " + d.token}, 404, "not exposed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := get(tt.url, tt.hdr)
+			if status != tt.status || !strings.Contains(body, tt.body) {
+				t.Errorf("status %d body %q; want %d containing %q", status, body, tt.status, tt.body)
+			}
+		})
+	}
+
+	t.Run("upgrade through the proxy", func(t *testing.T) {
+		var conn net.Conn
+		var br *bufio.Reader
+		for i := 0; i < 50; i++ {
+			c, err := net.Dial("tcp", d.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(c, "GET /v1/sandboxes/"+id+"/ports/9000/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\nX-Corral-Port-Token: "+token+"\r\n\r\n")
+			br = bufio.NewReader(c)
+			line, _ := br.ReadString('\n')
+			if strings.Contains(line, "101") {
+				conn = c
+				break
+			}
+			c.Close()
+			time.Sleep(100 * time.Millisecond)
+		}
+		if conn == nil {
+			t.Fatal("no 101 from the upgrade server through the proxy")
+		}
+		defer conn.Close()
+		for l, _ := br.ReadString('\n'); l != "\r\n" && l != ""; l, _ = br.ReadString('\n') {
+		}
+		io.WriteString(conn, "ping\n")
+		if got, _ := br.ReadString('\n'); got != "PING\n" {
+			t.Errorf("echo over the upgraded connection: %q", got)
+		}
+	})
+
+	t.Run("raw tcp tunnel", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := d.client.Tunnel(ctx, id, 9000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET / HTTP/1.1\r\n\r\nraw\n")
+		br := bufio.NewReader(c)
+		for l, _ := br.ReadString('\n'); l != "\r\n" && l != ""; l, _ = br.ReadString('\n') {
+		}
+		if got, _ := br.ReadString('\n'); got != "RAW\n" {
+			t.Errorf("echo over the tunnel: %q", got)
+		}
+	})
+
+	if out := d.mustCLI("events", id); !strings.Contains(out, "port_connection") {
+		t.Errorf("exposed-port connections missing from the event log:\n%s", out)
+	}
+}
