@@ -24,9 +24,10 @@ var forbidden = map[string][]string{
 	"corral/internal/runtime/gvisor": {
 		"corral/internal/manager", "corral/internal/api", "corral/internal/store", "corral/internal/agent",
 	},
-	"corral/pkg/apiv1":      {"corral/internal/"},
-	"corral/sdk/go/corral":  {"corral/internal/"},
-	"corral/internal/store": {"corral/internal/manager", "corral/internal/runtime"},
+	"corral/internal/runtime/runtimetest": {"corral/internal/runtime/gvisor", "corral/internal/manager", "corral/internal/api"},
+	"corral/pkg/apiv1":                    {"corral/internal/"},
+	"corral/sdk/go/corral":                {"corral/internal/"},
+	"corral/internal/store":               {"corral/internal/manager", "corral/internal/runtime"},
 }
 
 func TestImportsGoOneWay(t *testing.T) {
