@@ -1,0 +1,77 @@
+// Package netpolicy is the kernel side of Corral's sandbox networking: for
+// each sandbox it owns a network namespace (bind-mounted under the state
+// directory), a veth pair, a /30 from the address pool, the routes inside
+// the namespace, and the nftables rules that steer and filter the
+// sandbox's traffic on the host. It also owns the shared nftables table
+// (one inet table, by default "corral") and the host's IPv4 forwarding
+// switch.
+//
+// # Topology
+//
+// A sandbox with slot index i gets the i-th /30 of the pool: .1 is the
+// gateway on the host side of the veth (named LinkPrefix + hex index),
+// .2 is the sandbox's address on "eth0" inside the namespace, whose
+// default route points at the gateway. IPv6 is disabled inside the
+// namespace and on the host link, and any IPv6 a sandbox sends is dropped:
+// sandboxes have no IPv6 egress. gVisor uses the namespace with
+// `runsc --network=sandbox` and the OCI network namespace path set to
+// Slot.NetnsPath; a VM runtime can later add a tap device inside the same
+// namespace and bridge or redirect it to eth0 without changing the host
+// side.
+//
+// # Rules
+//
+// The table has four base chains, each of which only ever matches packets
+// whose input or output interface carries LinkPrefix; host traffic is
+// never touched and no base chain has a drop policy:
+//
+//   - prerouting (nat): iifname vmap -> the sandbox's nat chain. It DNATs
+//     every UDP/TCP port 53 packet to <gateway>:DNSPort (the daemon's
+//     resolver, which identifies the sandbox by source address with
+//     Lookup) and every new TCP connection whose destination passes the
+//     address part of the policy to <gateway>:ProxyPort (the daemon's
+//     transparent proxy, which reads the original destination with
+//     SO_ORIGINAL_DST). Destinations that fail the address policy are not
+//     steered, so the filter chains drop them.
+//   - postrouting (nat): masquerade of the pool out of any non-Corral link.
+//   - input (filter): from a sandbox link, only the resolver and proxy
+//     ports on that sandbox's own gateway; everything else is dropped,
+//     which keeps sandboxes off the host's services, the daemon's API and
+//     the host's other addresses.
+//   - forward (filter): from a sandbox link, the policy: established
+//     flows, then block, other sandboxes, always-denied ranges
+//     (policy.AlwaysDenied minus Config.OperatorAllowed), the CIDR
+//     allowlist, or in domain mode the sandbox's set of addresses its
+//     resolver answered with (AllowResolved, elements with a timeout), and
+//     finally TCP, UDP and ICMP echo (only TCP in domain mode). Nothing new
+//     is forwarded into a sandbox.
+//
+// Each change is one nftables transaction: SetPolicy replaces the
+// sandbox's three chains atomically and then removes the conntrack entries
+// of flows the new policy no longer allows.
+//
+// # Decisions and denials
+//
+// Every drop rule feeds a named nftables counter per sandbox and reason;
+// Denials and DenialCounts read them (packets, not connections). There is
+// no per-packet log: NFLOG is not available on every host Corral runs on,
+// so the per-connection decision log (policy.Decision, Via "proxy" or
+// "dns") is the job of the egress proxy and the resolver, which see every
+// steered connection and query. The daemon turns counter increases into
+// "denied by nftables" events.
+//
+// # State and restarts
+//
+// A small JSON file per sandbox under <StateDir>/slots records the lease,
+// the link, the namespace path and the policy. It is written before any
+// kernel object is created, so Detach can always clean up from the id
+// alone, even after a crash mid-Attach. New rebuilds the table from these
+// files in one transaction (keeping counters and resolved addresses),
+// removes Corral links and namespace mounts that have no file, and leaves
+// every recorded sandbox working: a daemon restart does not cut running
+// sandboxes off.
+//
+// This package imports only Corral's contracts (netpolicy/policy,
+// errdefs, cleanup). It must not import the sandbox manager, the API, the
+// runtime backends, or the resolver and proxy packages: they call it.
+package netpolicy
