@@ -1,0 +1,308 @@
+// Package egress is the daemon's transparent TCP egress proxy for
+// sandboxes. The kernel layer DNATs every new TCP connection a sandbox
+// opens to this proxy; the proxy recovers the original destination
+// (SO_ORIGINAL_DST), applies the sandbox's current network policy, and
+// either splices the connection to that destination or closes it. In
+// domain mode (a domain allowlist) it peeks at the first bytes, without
+// terminating TLS, for the TLS SNI or the HTTP/1.x Host header: the name
+// must be allowed and the destination must be an address the daemon's
+// resolver answered with for that name to this sandbox, so that an address
+// obtained some other way, or a forged SNI/Host, does not get through.
+// Every decision goes to the Decide callback for the sandbox's event log.
+//
+// egress owns the connection path only: no firewall rules, no DNS, no event
+// storage. It imports only corral/internal/netpolicy/policy,
+// corral/internal/errdefs, the standard library and golang.org/x/sys/unix.
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"corral/internal/errdefs"
+	"corral/internal/netpolicy/policy"
+)
+
+// Lookup maps a source address to the sandbox and its current policy.
+// It is called for every connection, so a policy change takes effect on
+// the next connection.
+type Lookup func(src netip.Addr) (sandboxID string, p policy.Policy, ok bool)
+
+// Decide receives every decision, for the sandbox's event log. It must not
+// block for long: it runs on the connection path.
+type Decide func(policy.Decision)
+
+// Defaults and bounds.
+const (
+	DefaultPeekTimeout        = 5 * time.Second
+	DefaultIdleTimeout        = 10 * time.Minute
+	DefaultDialTimeout        = 10 * time.Second
+	DefaultMaxConns           = 4096
+	DefaultMaxConnsPerSandbox = 512
+
+	// MaxPeek bounds the bytes read before a decision in domain mode.
+	MaxPeek = 16 << 10
+	// localAddrsTTL is how long the host's own addresses are cached.
+	localAddrsTTL = 5 * time.Second
+)
+
+// Config configures a Proxy. Lookup is required.
+type Config struct {
+	Lookup Lookup
+	// Decide receives every decision (may be nil).
+	Decide Decide
+	// Resolved returns the names the daemon's resolver gave this sandbox
+	// for dst (dnsd.Server.ResolvedNames). Nil: no name matches, so domain
+	// mode denies everything.
+	Resolved func(sandboxID string, dst netip.Addr) []string
+	// OperatorAllowed re-opens always-denied ranges (the daemon's config).
+	OperatorAllowed []netip.Prefix
+	// Deny is denied whatever the policy and OperatorAllowed say: the
+	// daemon passes the sandbox address pool, so a re-opened private range
+	// never reaches another sandbox through the proxy.
+	Deny []netip.Prefix
+	// Dial connects to an allowed destination. Default: net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OriginalDst recovers a connection's destination before the kernel's
+	// DNAT. Default: OriginalDst (SO_ORIGINAL_DST).
+	OriginalDst func(*net.TCPConn) (netip.AddrPort, error)
+	// LocalAddrs lists the host's own addresses, which the proxy never
+	// dials (it runs on the host, where they would reach the host's own
+	// services). Default: net.InterfaceAddrs, cached for a few seconds.
+	LocalAddrs func() ([]netip.Addr, error)
+	Logger     *slog.Logger
+
+	// PeekTimeout bounds the wait for a ClientHello or request header.
+	PeekTimeout time.Duration
+	// IdleTimeout closes a spliced connection with no traffic either way.
+	IdleTimeout time.Duration
+	// DialTimeout bounds the connection to the destination.
+	DialTimeout time.Duration
+	// MaxConns and MaxConnsPerSandbox bound concurrent connections.
+	MaxConns           int
+	MaxConnsPerSandbox int
+}
+
+// Proxy is the egress proxy. Create it with New, run it with Serve, stop
+// it with Close.
+type Proxy struct {
+	cfg Config
+	log *slog.Logger
+
+	ctx    context.Context // lifetime, cancelled by Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup // Serve calls and their connections
+
+	slots      chan struct{} // overall connection bound
+	perSandbox limiter
+	local      localAddrs
+}
+
+// New checks cfg, fills in defaults and returns a Proxy.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.Lookup == nil {
+		return nil, errdefs.Invalid("egress config", "Lookup is required")
+	}
+	if cfg.Decide == nil {
+		cfg.Decide = func(policy.Decision) {}
+	}
+	if cfg.Resolved == nil {
+		cfg.Resolved = func(string, netip.Addr) []string { return nil }
+	}
+	if cfg.OriginalDst == nil {
+		cfg.OriginalDst = OriginalDst
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	setDefault(&cfg.PeekTimeout, DefaultPeekTimeout)
+	setDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&cfg.DialTimeout, DefaultDialTimeout)
+	setDefault(&cfg.MaxConns, DefaultMaxConns)
+	setDefault(&cfg.MaxConnsPerSandbox, DefaultMaxConnsPerSandbox)
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: cfg.DialTimeout}
+		cfg.Dial = d.DialContext
+	}
+	if cfg.LocalAddrs == nil {
+		cfg.LocalAddrs = interfaceAddrs
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Proxy{
+		cfg:        cfg,
+		log:        cfg.Logger.With("op", "egress"),
+		ctx:        ctx,
+		cancel:     cancel,
+		slots:      make(chan struct{}, cfg.MaxConns),
+		perSandbox: limiter{max: cfg.MaxConnsPerSandbox},
+		local:      localAddrs{list: cfg.LocalAddrs},
+	}, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Serve accepts connections on l until ctx is cancelled or Close is
+// called, and handles each on its own goroutine. Serve owns l and closes
+// it; when it returns, every connection it accepted is closed. It returns
+// nil after cancellation, or the error that stopped the listener.
+func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		l.Close()
+		return fmt.Errorf("egress proxy: %w", net.ErrClosed)
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(p.ctx, cancel)
+	defer stop()
+	stopClose := context.AfterFunc(ctx, func() { l.Close() })
+	defer stopClose()
+
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// Out of descriptors and the like: wait and retry, like
+			// net/http, rather than stop proxying.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			p.log.Warn("accepting connection", "err", err)
+			sleepCtx(ctx, backoff)
+			continue
+		}
+		backoff = 0
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			c.Close()
+			return fmt.Errorf("egress proxy: listener gave a %T, want TCP", c)
+		}
+		select {
+		case p.slots <- struct{}{}:
+		default:
+			p.log.Warn("connection refused: proxy at its connection limit", "src", c.RemoteAddr())
+			c.Close()
+			continue
+		}
+		conns.Add(1)
+		go func() {
+			defer conns.Done()
+			defer func() { <-p.slots }()
+			p.handle(ctx, tc)
+		}()
+	}
+}
+
+// Close stops every Serve call and waits for them and their connections.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// limiter bounds concurrent holders per key.
+type limiter struct {
+	mu  sync.Mutex
+	max int
+	n   map[string]int
+}
+
+func (l *limiter) acquire(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == nil {
+		l.n = map[string]int{}
+	}
+	if l.n[key] >= l.max {
+		return false
+	}
+	l.n[key]++
+	return true
+}
+
+func (l *limiter) release(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[key] <= 1 {
+		delete(l.n, key)
+		return
+	}
+	l.n[key]--
+}
+
+// localAddrs caches the host's own addresses for localAddrsTTL.
+type localAddrs struct {
+	list func() ([]netip.Addr, error)
+
+	mu      sync.Mutex
+	addrs   map[netip.Addr]bool
+	fetched time.Time
+}
+
+// contains reports whether a is one of the host's addresses. When they
+// cannot be listed, every address counts as local: the proxy fails closed.
+func (l *localAddrs) contains(a netip.Addr) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.addrs == nil || time.Since(l.fetched) > localAddrsTTL {
+		list, err := l.list()
+		if err != nil {
+			l.addrs = nil
+			return true, fmt.Errorf("listing the host's addresses: %w", err)
+		}
+		l.addrs = map[netip.Addr]bool{}
+		for _, x := range list {
+			l.addrs[x.Unmap()] = true
+		}
+		l.fetched = time.Now()
+	}
+	return l.addrs[a.Unmap()], nil
+}
+
+func interfaceAddrs() ([]netip.Addr, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr())
+		}
+	}
+	return out, nil
+}
