@@ -76,6 +76,8 @@ type Config struct {
 	// (A and AAAA records of the answer, always-denied ones removed) and
 	// how long they should stay open: the kernel layer opens them in
 	// domain mode. ttl is the capped answer TTL, but at least MinOpen.
+	// It runs before the answer is sent, so the addresses are open before
+	// the sandbox can use them; it must be quick.
 	OnResolved func(sandboxID, name string, addrs []netip.Addr, ttl time.Duration)
 	// OperatorAllowed re-opens always-denied ranges (the daemon's config);
 	// addresses in them are not filtered from answers.

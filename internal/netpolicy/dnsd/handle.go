@@ -61,6 +61,9 @@ func (s *Server) serveTCPConn(ctx context.Context, c net.Conn, src netip.Addr) {
 func (s *Server) handle(ctx context.Context, src netip.Addr, raw []byte, tcp bool) []byte {
 	req := new(dns.Msg)
 	if err := req.Unpack(raw); err != nil {
+		if _, _, ok := s.cfg.Lookup(src); !ok {
+			return nil
+		}
 		return formErr(raw)
 	}
 	if req.Response {

@@ -10,6 +10,13 @@
 // obtained some other way, or a forged SNI/Host, does not get through.
 // Every decision goes to the Decide callback for the sandbox's event log.
 //
+// What the proxy cannot see, without terminating TLS: the name inside an
+// encrypted ClientHello (the resolver strips ECH configs in domain mode,
+// so clients do not offer one), the Host of a request inside TLS, and the
+// later requests of a kept-alive HTTP connection. Those can only name
+// another site served from the same address (domain fronting); the
+// destination is always an address the resolver gave for an allowed name.
+//
 // egress owns the connection path only: no firewall rules, no DNS, no event
 // storage. It imports only corral/internal/netpolicy/policy,
 // corral/internal/errdefs, the standard library and golang.org/x/sys/unix.
