@@ -76,16 +76,20 @@ func l4proto(p byte, eq bool) []expr.Any {
 	}
 }
 
+// isIPv4 is "meta nfproto ipv4": in an inet table it guards every IPv4
+// header match (and lets nft list them as "ip saddr/daddr").
+func isIPv4() []expr.Any { return nfproto(unix.NFPROTO_IPV4, true) }
+
 // ipAddr is "ip saddr|daddr ==|!= a".
 func ipAddr(off uint32, a netip.Addr, eq bool) []expr.Any {
 	op := expr.CmpOpEq
 	if !eq {
 		op = expr.CmpOpNeq
 	}
-	return []expr.Any{
+	return exprs(isIPv4(), []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4},
 		&expr.Cmp{Op: op, Register: 1, Data: a.AsSlice()},
-	}
+	})
 }
 
 // ipInPrefix is "ip saddr|daddr <prefix>".
@@ -94,19 +98,19 @@ func ipInPrefix(off uint32, p netip.Prefix) []expr.Any {
 	if p.Bits() == 0 {
 		mask = [4]byte{}
 	}
-	return []expr.Any{
+	return exprs(isIPv4(), []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask[:], Xor: []byte{0, 0, 0, 0}},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p.Masked().Addr().AsSlice()},
-	}
+	})
 }
 
 // ipInSet is "ip saddr|daddr [!=] @set".
 func ipInSet(off uint32, set *nftables.Set, in bool) []expr.Any {
-	return []expr.Any{
+	return exprs(isIPv4(), []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4},
 		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, Invert: !in},
-	}
+	})
 }
 
 // dport is "th dport p" (the caller matched the L4 protocol).

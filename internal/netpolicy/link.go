@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -90,8 +91,46 @@ func setupLinks(s *slotState) error {
 		return fmt.Errorf("netlink in %s: %w", s.NetnsPath, err)
 	}
 	defer h.Close()
-	return setupSandboxSide(h, s)
+	if err := setupSandboxSide(h, s); err != nil {
+		return err
+	}
+	// The kernel attaches a link's queueing discipline asynchronously once
+	// both ends are up; until then it drops what it sends (the first ARP
+	// reply, costing the sandbox's first connection a second). Operstate
+	// is set in the same step, so wait for it on both ends.
+	for _, w := range []struct {
+		h    *netlink.Handle
+		name string
+	}{{nil, s.HostLink}, {h, s.SandboxLink}} {
+		if err := waitUp(w.h, w.name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// waitUp waits until the link's operational state is up.
+func waitUp(h *netlink.Handle, name string) error {
+	if h == nil {
+		h = &netlink.Handle{}
+	}
+	deadline := time.Now().Add(linkUpTimeout)
+	for {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return fmt.Errorf("finding %s: %w", name, err)
+		}
+		if l.Attrs().OperState == netlink.OperUp {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s is %v after %v", name, l.Attrs().OperState, linkUpTimeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+const linkUpTimeout = 5 * time.Second
 
 func setupHostSide(s *slotState) error {
 	for k, v := range map[string]string{

@@ -12,24 +12,17 @@ import (
 // span is an inclusive IPv4 range.
 type span struct{ lo, hi uint32 }
 
-// spansOf converts the IPv4 prefixes of ps (IPv4-mapped included) to
-// merged, sorted spans; IPv6 prefixes are skipped.
+// spansOf converts the IPv4 prefixes of ps to merged, sorted spans. IPv6
+// prefixes, IPv4-mapped ones included, are skipped: like policy.AllowsAddr,
+// an IPv4 destination only matches an IPv4 prefix.
 func spansOf(ps []netip.Prefix) []span {
 	var out []span
 	for _, p := range ps {
-		a := p.Addr()
-		bitsLeft := p.Bits()
-		if a.Is4In6() {
-			if bitsLeft < 96 {
-				continue
-			}
-			a, bitsLeft = a.Unmap(), bitsLeft-96
-		}
-		if !a.Is4() || !p.IsValid() {
+		if !p.IsValid() || !p.Addr().Is4() {
 			continue
 		}
-		lo := be32(netip.PrefixFrom(a, bitsLeft).Masked().Addr().As4())
-		hi := lo | uint32(uint64(1)<<(32-bitsLeft)-1)
+		lo := be32(p.Masked().Addr().As4())
+		hi := lo | uint32(uint64(1)<<(32-p.Bits())-1)
 		out = append(out, span{lo, hi})
 	}
 	return mergeSpans(out)

@@ -105,8 +105,10 @@ func (n *Network) addressGate(s *slotState, r tableRefs, allow, resolved *nftabl
 		gates = append(gates, gate{DeniedAllowlist, ipInSet(ipDaddrOff, allow, false)})
 	}
 	if domainMode(s.Policy) {
-		gates = append(gates, gate{DeniedProtocol, l4proto(unix.IPPROTO_TCP, false)},
-			gate{DeniedAllowlist, ipInSet(ipDaddrOff, resolved, false)})
+		if routed { // the nat chain only sees TCP here
+			gates = append(gates, gate{DeniedProtocol, l4proto(unix.IPPROTO_TCP, false)})
+		}
+		gates = append(gates, gate{DeniedAllowlist, ipInSet(ipDaddrOff, resolved, false)})
 	}
 	return gates
 }

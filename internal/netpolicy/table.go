@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
-	"golang.org/x/sys/unix"
 )
 
 // Names of the shared objects in Corral's table.
@@ -129,7 +129,8 @@ func (n *Network) addBase(c *nftables.Conn) (tableRefs, error) {
 		dst  **nftables.Set
 		name string
 	}{{&r.natLinks, natLinksMap}, {&r.inLinks, inLinksMap}, {&r.fwdLinks, fwdLinksMap}} {
-		s := &nftables.Set{Table: t, Name: m.name, IsMap: true, KeyType: nftables.TypeIFName, DataType: nftables.TypeVerdict}
+		s := &nftables.Set{Table: t, Name: m.name, IsMap: true, KeyType: nftables.TypeIFName,
+			KeyByteOrder: binaryutil.NativeEndian, DataType: nftables.TypeVerdict}
 		if err := c.AddSet(s, nil); err != nil {
 			return r, fmt.Errorf("adding map %s: %w", m.name, err)
 		}
@@ -152,7 +153,7 @@ func (n *Network) addBase(c *nftables.Conn) (tableRefs, error) {
 	add(pre, vmapJump(expr.MetaKeyIIFNAME, r.natLinks))
 
 	post := chain("postrouting", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
-	add(post, nfproto(unix.NFPROTO_IPV4, true), ipInPrefix(ipSaddrOff, n.cfg.Pool), oif(false), []expr.Any{&expr.Masq{}})
+	add(post, ipInPrefix(ipSaddrOff, n.cfg.Pool), oif(false), []expr.Any{&expr.Masq{}})
 
 	in := chain("input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter)
 	add(in, vmapJump(expr.MetaKeyIIFNAME, r.inLinks))
