@@ -79,14 +79,7 @@ func startUpstream(t *testing.T) *fakeUpstream {
 		}
 		w.WriteMsg(m)
 	})
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, l := listenBoth(t)
 	u.addr = pc.LocalAddr().String()
 	u.udp = &dns.Server{PacketConn: pc, Handler: h}
 	u.tcp = &dns.Server{Listener: l, Handler: h}
@@ -147,14 +140,7 @@ func newFixture(t *testing.T, up *fakeUpstream, mod func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, l := listenBoth(t)
 	f.srv, f.addr = srv, pc.LocalAddr().String()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), pc, l) }()
@@ -530,6 +516,25 @@ func TestNewDefaults(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{"10.255.255.53:53", "[fd00::53]:53"}) {
 		t.Errorf("upstreamFromResolvConf = %v, %v", got, err)
 	}
+}
+
+// listenBoth listens on the same loopback port for UDP and TCP, trying
+// again when the TCP side of a free UDP port is taken.
+func listenBoth(t *testing.T) (net.PacketConn, net.Listener) {
+	t.Helper()
+	for range 50 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, l
+		}
+		pc.Close()
+	}
+	t.Fatal("no loopback port free for both UDP and TCP")
+	return nil, nil
 }
 
 // checkNoLeaks fails the test if a goroutine of this package outlives it.
