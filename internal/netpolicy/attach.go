@@ -83,13 +83,6 @@ func (n *Network) lease(id string, p policy.Policy) (*slotState, error) {
 	for _, s := range n.slots {
 		used[s.Index] = true
 	}
-	states, err := loadStates(n.cfg) // slots another Network recorded
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range states {
-		used[s.Index] = true
-	}
 	for i := uint32(0); i < slotCount(n.cfg.Pool); i++ {
 		if used[i] || linkExists(n.cfg.hostLinkName(i)) {
 			continue

@@ -127,7 +127,9 @@ func (c Config) slotAddrs(i uint32) (prefix netip.Prefix, gw, addr netip.Addr) {
 	return netip.PrefixFrom(net, 30), netip.AddrFrom4(put32(v + 1)), netip.AddrFrom4(put32(v + 2))
 }
 
-func be32(b [4]byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+func be32(b [4]byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
 
 func put32(v uint32) [4]byte { return [4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)} }
 

@@ -176,7 +176,10 @@ func (e *testEnv) setupWorld() {
 		t.Cleanup(func() { netlink.RouteDel(r) })
 	}
 	rules := []*netlink.Rule{
-		e.rule(9001, func(r *netlink.Rule) { r.Dst = ipNet(e.cfg.Pool.Addr(), e.cfg.Pool.Bits()); r.Table = unix.RT_TABLE_MAIN }),
+		e.rule(9001, func(r *netlink.Rule) {
+			r.Dst = ipNet(e.cfg.Pool.Addr(), e.cfg.Pool.Bits())
+			r.Table = unix.RT_TABLE_MAIN
+		}),
 		e.rule(9002, func(r *netlink.Rule) { r.Src = ipNet(e.cfg.Pool.Addr(), e.cfg.Pool.Bits()) }),
 		e.rule(9003, func(r *netlink.Rule) { r.Mark = e.mark; m := ^uint32(0); r.Mask = &m }),
 		e.rule(9004, func(r *netlink.Rule) { r.Src = ipNet(fixtureSrc.Addr(), fixtureSrc.Bits()) }),

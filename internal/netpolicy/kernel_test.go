@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
 	"corral/internal/netpolicy/policy"
 )
 
@@ -252,6 +256,22 @@ func TestPolicies(t *testing.T) {
 			}
 		})
 	}
+	t.Run("no IPv6", func(t *testing.T) {
+		ns, err := netns.GetFromPath(s.NetnsPath)
+		must(t, err)
+		defer ns.Close()
+		h, err := netlink.NewHandleAt(ns)
+		must(t, err)
+		defer h.Close()
+		if addrs, err := h.AddrList(nil, unix.AF_INET6); err != nil || len(addrs) != 0 {
+			t.Errorf("sandbox IPv6 addresses: %v, %v", addrs, err)
+		}
+		host, err := netlink.LinkByName(s.HostLink)
+		must(t, err)
+		if addrs, err := netlink.AddrList(host, unix.AF_INET6); err != nil || len(addrs) != 0 {
+			t.Errorf("host link IPv6 addresses: %v, %v", addrs, err)
+		}
+	})
 	t.Run("lookup", func(t *testing.T) {
 		id, p, ok := e.net.Lookup(s.Addr)
 		if !ok || id != s.ID || p.BlockNetwork || len(p.CIDRAllowlist) != 0 {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -151,6 +152,11 @@ func (n *Network) sweep() {
 			}
 		}
 	}
+	if tmps, err := filepath.Glob(filepath.Join(n.cfg.slotsDir(), ".*")); err == nil {
+		for _, f := range tmps { // state files a crash left half-written
+			os.Remove(f)
+		}
+	}
 	ents, err := os.ReadDir(n.cfg.netnsDir())
 	if err != nil {
 		n.log.Warn("listing namespaces for sweep", "op", "sweep", "err", err)
@@ -158,7 +164,7 @@ func (n *Network) sweep() {
 	for _, e := range ents {
 		if _, ok := n.slots[e.Name()]; !ok {
 			n.log.Info("removing orphaned namespace", "op", "sweep", "sandbox", e.Name())
-			if err := removeNetns(n.cfg.netnsDir() + "/" + e.Name()); err != nil {
+			if err := removeNetns(filepath.Join(n.cfg.netnsDir(), e.Name())); err != nil {
 				n.log.Warn("removing orphaned namespace", "op", "sweep", "sandbox", e.Name(), "err", err)
 			}
 		}

@@ -145,7 +145,9 @@ func (n *Network) addBase(c *nftables.Conn) (tableRefs, error) {
 	chain := func(name string, typ nftables.ChainType, hook *nftables.ChainHook, prio *nftables.ChainPriority) *nftables.Chain {
 		return c.AddChain(&nftables.Chain{Name: name, Table: t, Type: typ, Hooknum: hook, Priority: prio, Policy: &accept})
 	}
-	add := func(ch *nftables.Chain, e ...[]expr.Any) { c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs(e...)}) }
+	add := func(ch *nftables.Chain, e ...[]expr.Any) {
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs(e...)})
+	}
 	iif := func(eq bool) []expr.Any { return ifPrefix(expr.MetaKeyIIFNAME, n.cfg.LinkPrefix, eq) }
 	oif := func(eq bool) []expr.Any { return ifPrefix(expr.MetaKeyOIFNAME, n.cfg.LinkPrefix, eq) }
 

@@ -208,7 +208,7 @@ func (n *Network) DenialCounts(id string) (map[string]uint64, error) {
 
 // sbInventory is which of a slot's nftables objects exist.
 type sbInventory struct {
-	elements                 map[string]bool // map name -> has the link
+	elements               map[string]bool // map name -> has the link
 	chains, sets, counters []string
 }
 
