@@ -45,15 +45,18 @@ func (n *Network) Attach(ctx context.Context, id string, p policy.Policy) (*Slot
 	log := n.log.With("sandbox", id, "op", "attach")
 	undo := cleanup.Make(ctx)
 	defer undo.Clean()
+	// Each undo is idempotent and registered before its step runs, so a
+	// step that fails halfway (a link created, its address not) is undone
+	// too.
 	step := func(what string, do func() error, rollback func() error) error {
-		if err := do(); err != nil {
-			return fmt.Errorf("attaching sandbox %s: %s: %w", id, what, err)
-		}
 		undo.Add(func(context.Context) {
 			if err := rollback(); err != nil {
 				log.Warn("rollback failed", "step", what, "err", err)
 			}
 		})
+		if err := do(); err != nil {
+			return fmt.Errorf("attaching sandbox %s: %s: %w", id, what, err)
+		}
 		return nil
 	}
 	steps := []struct {
@@ -112,8 +115,8 @@ func (n *Network) Detach(ctx context.Context, id string) error {
 	if !ok {
 		var err error
 		if s, err = readState(n.cfg, id); errors.Is(err, errdefs.ErrNotFound) {
-			// Nothing recorded; a namespace mount without a state file is
-			// what a crash inside removeState's caller could leave.
+			// Nothing recorded; at most a namespace mount a crash left
+			// behind (New sweeps those too).
 			return removeNetns(filepath.Join(n.cfg.netnsDir(), id))
 		} else if err != nil {
 			return fmt.Errorf("detaching sandbox %s: %w", id, err)

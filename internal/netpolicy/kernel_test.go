@@ -181,6 +181,20 @@ func (e *testEnv) expectReach(t *testing.T, s, other *sandbox, reach ...string) 
 	}
 }
 
+// expectDenials checks that the sandbox's counters for reasons are non-zero.
+func (e *testEnv) expectDenials(t *testing.T, s *sandbox, reasons ...string) {
+	t.Helper()
+	counts, err := e.net.DenialCounts(s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reason := range reasons {
+		if counts[reason] == 0 {
+			t.Errorf("no %s denials counted: %v", reason, counts)
+		}
+	}
+}
+
 // world starts the fake hosts' servers.
 func (e *testEnv) world() {
 	startServers(e.t, e.internet, "internet", discardPort, echoPort)
@@ -213,31 +227,24 @@ func TestPolicies(t *testing.T) {
 		if !s.proxy.saw(netip.AddrPortFrom(internet1, echoPort)) {
 			t.Error("TCP to the internet did not go through the proxy")
 		}
-		counts, err := e.net.DenialCounts(s.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, reason := range []string{DeniedInternal, DeniedHost, DeniedSandbox} {
-			if counts[reason] == 0 {
-				t.Errorf("no %s denials counted: %v", reason, counts)
-			}
-		}
+		e.expectDenials(t, s, DeniedInternal, DeniedHost, DeniedSandbox)
 	})
 	steps := []struct {
 		name    string
 		p       policy.Policy
 		resolve []netip.Addr
 		reach   []string
+		denied  []string // counters that must be non-zero afterwards
 	}{
-		{"block", policy.Policy{BlockNetwork: true}, nil, nil},
+		{"block", policy.Policy{BlockNetwork: true}, nil, nil, []string{DeniedBlocked}},
 		{"cidr", policy.Policy{CIDRAllowlist: []netip.Prefix{public}}, nil,
-			[]string{"tcp internet", "udp internet", "icmp internet", "dns"}},
+			[]string{"tcp internet", "udp internet", "icmp internet", "dns"}, []string{DeniedAllowlist}},
 		{"cidr cannot reopen internal", policy.Policy{CIDRAllowlist: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("198.51.100.9/32")}}, nil,
-			[]string{"tcp internet2", "dns"}},
-		{"domain before resolving", policy.Policy{DomainAllowlist: []string{"allowed.test"}}, nil, []string{"dns"}},
+			[]string{"tcp internet2", "dns"}, nil},
+		{"domain before resolving", policy.Policy{DomainAllowlist: []string{"allowed.test"}}, nil, []string{"dns"}, []string{DeniedProtocol}},
 		{"domain after resolving", policy.Policy{DomainAllowlist: []string{"allowed.test"}}, []netip.Addr{internet1, internal, metadata},
-			[]string{"tcp internet", "dns"}},
-		{"default again", policy.Policy{}, nil, defaultReach},
+			[]string{"tcp internet", "dns"}, nil},
+		{"default again", policy.Policy{}, nil, defaultReach, nil},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
@@ -251,39 +258,47 @@ func TestPolicies(t *testing.T) {
 				}
 			}
 			e.expectReach(t, s, other, st.reach...)
+			e.expectDenials(t, s, st.denied...)
 			if after, _ := e.net.Denials(s.ID); after <= before {
 				t.Errorf("denials did not grow: %d -> %d", before, after)
 			}
 		})
 	}
-	t.Run("no IPv6", func(t *testing.T) {
-		ns, err := netns.GetFromPath(s.NetnsPath)
-		must(t, err)
-		defer ns.Close()
-		h, err := netlink.NewHandleAt(ns)
-		must(t, err)
-		defer h.Close()
-		if addrs, err := h.AddrList(nil, unix.AF_INET6); err != nil || len(addrs) != 0 {
-			t.Errorf("sandbox IPv6 addresses: %v, %v", addrs, err)
-		}
-		host, err := netlink.LinkByName(s.HostLink)
-		must(t, err)
-		if addrs, err := netlink.AddrList(host, unix.AF_INET6); err != nil || len(addrs) != 0 {
-			t.Errorf("host link IPv6 addresses: %v, %v", addrs, err)
-		}
-	})
-	t.Run("lookup", func(t *testing.T) {
-		id, p, ok := e.net.Lookup(s.Addr)
-		if !ok || id != s.ID || p.BlockNetwork || len(p.CIDRAllowlist) != 0 {
-			t.Errorf("Lookup(%v) = %q, %+v, %v", s.Addr, id, p, ok)
-		}
-		if id, _, ok := e.net.Lookup(netip.AddrFrom4(netip.IPv4Unspecified().As4())); ok {
-			t.Errorf("Lookup(0.0.0.0) = %q", id)
-		}
-		if _, _, ok := e.net.Lookup(s.Gateway); ok {
-			t.Error("Lookup(gateway) found a sandbox")
-		}
-	})
+	t.Run("no IPv6", func(t *testing.T) { checkNoIPv6(t, s) })
+	t.Run("lookup", func(t *testing.T) { checkLookup(t, e, s) })
+}
+
+func checkNoIPv6(t *testing.T, s *sandbox) {
+	ns, err := netns.GetFromPath(s.NetnsPath)
+	must(t, err)
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	must(t, err)
+	defer h.Close()
+	if addrs, err := h.AddrList(nil, unix.AF_INET6); err != nil || len(addrs) != 0 {
+		t.Errorf("sandbox IPv6 addresses: %v, %v", addrs, err)
+	}
+	host, err := netlink.LinkByName(s.HostLink)
+	must(t, err)
+	if addrs, err := netlink.AddrList(host, unix.AF_INET6); err != nil || len(addrs) != 0 {
+		t.Errorf("host link IPv6 addresses: %v, %v", addrs, err)
+	}
+}
+
+func checkLookup(t *testing.T, e *testEnv, s *sandbox) {
+	id, p, ok := e.net.Lookup(s.Addr)
+	if !ok || id != s.ID || p.BlockNetwork || len(p.CIDRAllowlist) != 0 {
+		t.Errorf("Lookup(%v) = %q, %+v, %v", s.Addr, id, p, ok)
+	}
+	if id, _, ok := e.net.Lookup(netip.IPv4Unspecified()); ok {
+		t.Errorf("Lookup(0.0.0.0) = %q", id)
+	}
+	if _, _, ok := e.net.Lookup(s.Gateway); ok {
+		t.Error("Lookup(gateway) found a sandbox")
+	}
+	if got, ok := e.net.Slot(s.ID); !ok || got != *s.Slot {
+		t.Errorf("Slot(%s) = %+v, %v", s.ID, got, ok)
+	}
 }
 
 func TestResolvedExpire(t *testing.T) {

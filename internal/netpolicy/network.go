@@ -103,7 +103,12 @@ func (n *Network) checkHost(states []*slotState) error {
 			return fmt.Errorf("pool %v overlaps the host's route to %v: %w", n.cfg.Pool, r.Dst, errdefs.ErrFailedPrecondition)
 		}
 	}
+	byIndex := map[uint32]string{}
 	for _, s := range states {
+		if other, dup := byIndex[s.Index]; dup {
+			return fmt.Errorf("sandboxes %s and %s both record slot %d: %w", other, s.ID, s.Index, errdefs.ErrFailedPrecondition)
+		}
+		byIndex[s.Index] = s.ID
 		if !n.cfg.Pool.Contains(s.Addr) {
 			n.log.Warn("recorded sandbox outside the pool", "op", "init", "sandbox", s.ID, "addr", s.Addr.String())
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 
 	"corral/internal/errdefs"
 	"corral/internal/netpolicy/policy"
@@ -61,13 +62,13 @@ func (n *Network) SetPolicy(ctx context.Context, id string, p policy.Policy) err
 		if p.BlockNetwork {
 			return false
 		}
-		if port == 53 && (proto == 6 || proto == 17) {
+		if port == 53 && (proto == unix.IPPROTO_TCP || proto == unix.IPPROTO_UDP) {
 			return true // DNS goes to the resolver, which applies the policy
 		}
 		if ok, _ := p.AllowsAddr(dst, n.cfg.OperatorAllowed); !ok {
 			return false
 		}
-		return !domainMode(p) || (proto == 6 && !domainsChanged)
+		return !domainMode(p) || (proto == unix.IPPROTO_TCP && !domainsChanged)
 	}
 	if cut, err := deleteFlows(s.Addr, keep); err != nil {
 		n.log.Warn("cutting flows after policy change", "sandbox", id, "op", "set_policy", "err", err)
