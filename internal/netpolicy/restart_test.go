@@ -31,6 +31,7 @@ func TestRestart(t *testing.T) {
 	// state file) and a half-made slot (a crash mid-Attach).
 	orphan := e.cfg.hostLinkName(slotCount(e.cfg.Pool) - 1)
 	must(t, netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: orphan}, PeerName: "cx" + e.suffix + "o"}))
+	t.Cleanup(func() { deleteLink(orphan) })
 	half, err := e.net.lease("sb-half", policy.Policy{})
 	must(t, err)
 	must(t, writeState(e.cfg, half))
