@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"slices"
 	"sort"
 	"sync"
@@ -406,9 +405,7 @@ func TestAttachDetachCycles(t *testing.T) {
 		s := e.attach(fmt.Sprintf("cycle-%d", i), policy.Policy{})
 		if got, err := tcpHello(s.NetnsPath, netip.AddrPortFrom(internet1, echoPort), time.Second); err != nil || got != "hello internet" {
 			c, _ := e.net.DenialCounts(s.ID)
-			out, _ := exec.Command("sh", "-c", "ip -s -d link show "+s.HostLink+"; nsenter --net="+s.NetnsPath+" ip -s -d link show eth0; nsenter --net="+s.NetnsPath+" ip neigh; ip neigh show dev "+s.HostLink+"; nstat -az | grep -i -E 'drop|fail|retrans|overflow|listen' | grep -v ' 0 '").CombinedOutput()
-			got2, err2 := tcpHello(s.NetnsPath, netip.AddrPortFrom(internet1, echoPort), 5*time.Second)
-			t.Fatalf("cycle %d: %q, %v; counts %v; retry %q %v\n%s", i, got, err, c, got2, err2, out)
+			t.Fatalf("cycle %d: %q, %v (denials %v)", i, got, err, c)
 		}
 		s.close()
 		if err := e.net.Detach(ctx, s.ID); err != nil {

@@ -2,11 +2,16 @@ package netpolicy
 
 import (
 	"context"
+	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
+	"corral/internal/errdefs"
 	"corral/internal/netpolicy/policy"
 )
 
@@ -72,4 +77,42 @@ func TestRestart(t *testing.T) {
 		}
 	}
 	e.checkNoLeftovers(false)
+}
+
+// TestAttachErrors: bad input is refused with the right kind, and a
+// failing Attach leaves nothing behind.
+func TestAttachErrors(t *testing.T) {
+	e := newTestEnv(t, nil)
+	ctx := context.Background()
+	if _, err := e.net.Attach(ctx, "../x", policy.Policy{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("bad id: %v", err)
+	}
+	if _, err := e.net.Attach(ctx, "sb-bad", policy.Policy{BlockNetwork: true, DomainAllowlist: []string{"a.test"}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("bad policy: %v", err)
+	}
+	if err := e.net.SetPolicy(ctx, "sb-none", policy.Policy{}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("SetPolicy(unknown): %v", err)
+	}
+	if err := e.net.AllowResolved("sb-none", []netip.Addr{internet1}, time.Minute); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("AllowResolved(unknown): %v", err)
+	}
+	s := e.attach("sb-dup", policy.Policy{})
+	if _, err := e.net.Attach(ctx, s.ID, policy.Policy{}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("duplicate: %v", err)
+	}
+	s.close()
+	must(t, e.net.Detach(ctx, s.ID))
+
+	// Something already sits where the namespace should be mounted: the
+	// namespace step fails after the state file and the rules exist.
+	must(t, os.WriteFile(filepath.Join(e.cfg.netnsDir(), "sb-fail"), nil, 0o600))
+	if _, err := e.net.Attach(ctx, "sb-fail", policy.Policy{}); err == nil {
+		t.Fatal("Attach over an existing namespace file succeeded")
+	}
+	e.checkNoLeftovers(false)
+
+	must(t, e.net.Close())
+	if _, err := e.net.Attach(ctx, "sb-late", policy.Policy{}); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Errorf("Attach after Close: %v", err)
+	}
 }
