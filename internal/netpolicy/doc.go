@@ -71,6 +71,17 @@
 // every recorded sandbox working: a daemon restart does not cut running
 // sandboxes off.
 //
+// # Wiring (daemon)
+//
+// New at start, before the resolver and proxy listen; List and Detach for
+// every id the daemon no longer knows. Per sandbox: Attach before `runsc
+// create` (gVisor copies eth0's address and routes at start), the OCI
+// spec's linux.namespaces network entry with path Slot.NetnsPath, runsc
+// with --network=sandbox, and a resolv.conf naming Slot.Gateway; Detach
+// after `runsc delete`. The resolver and proxy map a source address to a
+// sandbox with Lookup; in domain mode the resolver calls AllowResolved with
+// each answer before replying.
+//
 // This package imports only Corral's contracts (netpolicy/policy,
 // errdefs, cleanup). It must not import the sandbox manager, the API, the
 // runtime backends, or the resolver and proxy packages: they call it.

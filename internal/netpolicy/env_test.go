@@ -231,7 +231,7 @@ func (e *testEnv) fixtureNS(dir, name, hostLink string, local netip.Addr, addrs 
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(t, writeSysctl("net/ipv6/conf/"+hostLink+"/disable_ipv6", "1"))
+	must(t, disableIPv6(hostLink))
 	must(t, netlink.AddrAdd(host, &netlink.Addr{IPNet: ipNet(local, 32)}))
 	must(t, netlink.LinkSetUp(host))
 	h, err := netlink.NewHandleAt(ns)

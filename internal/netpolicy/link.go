@@ -36,7 +36,7 @@ func createNetns(path string) error {
 			}
 			// /proc/sys/net belongs to the namespace of the thread using it.
 			for _, k := range []string{"all", "default"} {
-				if err := writeSysctl("net/ipv6/conf/"+k+"/disable_ipv6", "1"); err != nil {
+				if err := disableIPv6(k); err != nil {
 					return err
 				}
 			}
@@ -133,13 +133,11 @@ func waitUp(h *netlink.Handle, name string) error {
 const linkUpTimeout = 5 * time.Second
 
 func setupHostSide(s *slotState) error {
-	for k, v := range map[string]string{
-		"net/ipv6/conf/" + s.HostLink + "/disable_ipv6": "1",
-		"net/ipv4/conf/" + s.HostLink + "/rp_filter":    "1",
-	} {
-		if err := writeSysctl(k, v); err != nil {
-			return err
-		}
+	if err := disableIPv6(s.HostLink); err != nil {
+		return err
+	}
+	if err := writeSysctl("net/ipv4/conf/"+s.HostLink+"/rp_filter", "1"); err != nil {
+		return err
 	}
 	link, err := netlink.LinkByName(s.HostLink)
 	if err != nil {
@@ -202,6 +200,16 @@ func linkExists(name string) bool {
 
 func ipNet(a netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, a.BitLen())}
+}
+
+// disableIPv6 turns IPv6 off for a link (or "all"/"default"); a kernel
+// without IPv6 has nothing to turn off.
+func disableIPv6(link string) error {
+	err := writeSysctl("net/ipv6/conf/"+link+"/disable_ipv6", "1")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // writeSysctl writes /proc/sys/<key>, in the calling thread's namespace.
