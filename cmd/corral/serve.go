@@ -36,5 +36,13 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.Platform, "platform", "systrap", "gVisor platform")
 	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 64, "maximum live sandboxes")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
+	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")
+	f.StringVar(&cfg.Net.Table, "net-table", "corral", "nftables table the daemon owns")
+	f.StringVar(&cfg.Net.LinkPrefix, "net-link-prefix", "crl", "name prefix of the host-side veths")
+	f.Uint16Var(&cfg.Net.DNSPort, "dns-port", 15053, "port of the sandboxes' resolver on each gateway")
+	f.Uint16Var(&cfg.Net.ProxyPort, "proxy-port", 15001, "port of the egress proxy on each gateway")
+	f.StringSliceVar(&cfg.Net.DNSUpstream, "dns-upstream", nil, "upstream resolvers host:port (default: /etc/resolv.conf)")
+	f.Var(prefixesValue{&cfg.Net.OperatorAllowed}, "allow-range", "re-open an always-denied range for every sandbox (repeatable)")
 	return cmd
 }

@@ -21,6 +21,7 @@ import (
 
 	"corral/internal/api"
 	"corral/internal/manager"
+	"corral/internal/netpolicy/policy"
 	"corral/internal/runtime"
 	"corral/internal/runtime/gvisor"
 	"corral/internal/store"
@@ -34,6 +35,7 @@ type Config struct {
 	BaseRootFS   string // default <state>/rootfs/debian-bookworm
 	Platform     string
 	MaxSandboxes int
+	Net          NetConfig
 	Version      string
 	Logger       *slog.Logger
 }
@@ -70,14 +72,25 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	var record func(policy.Decision)
+	var networking *manager.Networking
+	if !cfg.Net.Disabled {
+		net, err := startNetwork(ctx, cfg.StateDir, cfg.Net, &record, log)
+		if err != nil {
+			return err
+		}
+		defer net.close()
+		networking = net.networking()
+	}
 	m, err := manager.New(ctx, manager.Config{
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Store: st, Logger: log,
-		Runtimes: map[string]runtime.Runtime{"gvisor": gv}, MaxSandboxes: cfg.MaxSandboxes,
+		Runtimes: map[string]runtime.Runtime{"gvisor": gv}, MaxSandboxes: cfg.MaxSandboxes, Network: networking,
 	})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	record = m.RecordDecision
 	return serve(ctx, cfg, api.New(m, token, cfg.Version, log))
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
+	"corral/internal/netpolicy/policy"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
 	"corral/internal/store"
@@ -37,6 +38,9 @@ type Config struct {
 	Runtimes map[string]runtime.Runtime
 	Store    *store.Store
 	Logger   *slog.Logger
+	// Network gives sandboxes a namespace and a policy; nil: sandboxes
+	// run with no network (block_network).
+	Network *Networking
 	// MaxSandboxes bounds live sandboxes (admission control). Default 64.
 	MaxSandboxes int
 	// AgentTimeout bounds the wait for a new sandbox's agent. Default 30 s.
@@ -55,6 +59,8 @@ type Manager struct {
 
 	mu   sync.Mutex
 	live map[string]*live
+
+	decisions chan policy.Decision // egress decisions for the event log
 }
 
 // New builds a Manager and reconciles the store with what the runtimes run.
@@ -74,9 +80,13 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		}
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &Manager{cfg: cfg, log: cfg.Logger, store: cfg.Store, ctx: lctx, cancel: cancel, live: map[string]*live{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger, store: cfg.Store, ctx: lctx, cancel: cancel, live: map[string]*live{},
+		decisions: make(chan policy.Decision, maxPendingDecisions)}
+	m.wg.Add(1)
+	go m.writeDecisions()
 	if err := m.reconcile(ctx); err != nil {
 		cancel()
+		m.wg.Wait()
 		return nil, fmt.Errorf("reconciling sandboxes: %w", err)
 	}
 	return m, nil

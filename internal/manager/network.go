@@ -3,11 +3,21 @@ package manager
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/netpolicy"
 	"corral/internal/netpolicy/policy"
 	"corral/internal/sandbox"
 )
+
+// Networking is the network layer the manager drives: the kernel side
+// (namespaces, veths, nftables) and the hook that drops a sandbox's
+// resolver state when it goes.
+type Networking struct {
+	Layer  *netpolicy.Network
+	Forget func(id string)
+}
 
 // effectiveNetwork decides the policy a new sandbox gets. Without a network
 // layer a sandbox has no network at all, which is block_network: it says so
@@ -23,9 +33,37 @@ func (m *Manager) effectiveNetwork(p policy.Policy) (policy.Policy, error) {
 }
 
 // networkEnabled reports whether sandboxes get a network namespace.
-func (m *Manager) networkEnabled() bool { return false }
+func (m *Manager) networkEnabled() bool { return m.cfg.Network != nil && m.cfg.Network.Layer != nil }
 
-// SetNetwork replaces a running sandbox's network policy.
+// attachNetwork gives a new sandbox its namespace and rules; it returns the
+// namespace path for the runtime ("" without networking).
+func (m *Manager) attachNetwork(ctx context.Context, id string, p policy.Policy) (string, error) {
+	if !m.networkEnabled() {
+		return "", nil
+	}
+	slot, err := m.cfg.Network.Layer.Attach(ctx, id, p)
+	if err != nil {
+		return "", fmt.Errorf("attaching network: %w", err)
+	}
+	return slot.NetnsPath, nil
+}
+
+// detachNetwork removes a sandbox's namespace, devices and rules.
+func (m *Manager) detachNetwork(ctx context.Context, id string) error {
+	if !m.networkEnabled() {
+		return nil
+	}
+	if m.cfg.Network.Forget != nil {
+		m.cfg.Network.Forget(id)
+	}
+	if err := m.cfg.Network.Layer.Detach(ctx, id); err != nil {
+		return fmt.Errorf("detaching network: %w", err)
+	}
+	return nil
+}
+
+// SetNetwork replaces a running sandbox's network policy; it takes effect
+// without a restart.
 func (m *Manager) SetNetwork(ctx context.Context, id string, p policy.Policy) (*sandbox.Sandbox, error) {
 	if err := p.Normalize(); err != nil {
 		return nil, err
@@ -33,13 +71,85 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, p policy.Policy) (*
 	if _, err := m.effectiveNetwork(p); err != nil {
 		return nil, err
 	}
-	if !p.BlockNetwork {
-		return nil, fmt.Errorf("%w: network: this daemon runs sandboxes without networking; only block_network applies", errdefs.ErrNotSupported)
-	}
 	_, l, release, err := m.agentFor(id)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	return l.snapshot(), nil
+	if !m.networkEnabled() {
+		if !p.BlockNetwork {
+			return nil, fmt.Errorf("%w: network: this daemon runs sandboxes without networking; only block_network applies", errdefs.ErrNotSupported)
+		}
+		return l.snapshot(), nil
+	}
+	l.op.Lock()
+	defer l.op.Unlock()
+	if err := m.cfg.Network.Layer.SetPolicy(ctx, id, p); err != nil {
+		return nil, fmt.Errorf("sandbox %s: setting network policy: %w", id, err)
+	}
+	l.mu.Lock()
+	l.sb.Spec.Network = p
+	rec := l.sb
+	l.mu.Unlock()
+	if err := m.store.PutSandbox(ctx, &rec); err != nil {
+		return nil, err
+	}
+	m.event(id, "network_policy", "network policy changed", policyFields(p))
+	return &rec, nil
+}
+
+func policyFields(p policy.Policy) map[string]string {
+	f := map[string]string{"block_network": fmt.Sprint(p.BlockNetwork)}
+	if len(p.CIDRAllowlist) > 0 {
+		f["cidr_allowlist"] = fmt.Sprint(p.CIDRAllowlist)
+	}
+	if len(p.DomainAllowlist) > 0 {
+		f["domain_allowlist"] = fmt.Sprint(p.DomainAllowlist)
+	}
+	return f
+}
+
+// maxPendingDecisions bounds the decisions waiting for the event log.
+const maxPendingDecisions = 4096
+
+// RecordDecision queues an egress decision for the sandbox's event log. It
+// never blocks the packet path: when the queue is full the decision is
+// counted as dropped and logged.
+func (m *Manager) RecordDecision(d policy.Decision) {
+	select {
+	case m.decisions <- d:
+	default:
+		m.log.Warn("egress decision dropped: event queue full", "sandbox", d.SandboxID, "decision", d.String())
+	}
+}
+
+// writeDecisions drains the decision queue into the event log.
+func (m *Manager) writeDecisions() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case d := <-m.decisions:
+			kind := "egress_denied"
+			if d.Allowed {
+				kind = "egress_allowed"
+			}
+			f := map[string]string{"proto": d.Proto, "via": d.Via}
+			if d.Dst.IsValid() {
+				f["dst"] = d.Dst.String()
+				f["port"] = fmt.Sprint(d.Port)
+			}
+			if d.Domain != "" {
+				f["domain"] = d.Domain
+			}
+			if d.Reason != "" {
+				f["reason"] = d.Reason
+			}
+			if d.Time.IsZero() {
+				d.Time = time.Now()
+			}
+			m.event(d.SandboxID, kind, d.String(), f)
+		}
+	}
 }

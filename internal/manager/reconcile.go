@@ -53,7 +53,11 @@ func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {
 	m.log.Warn("sandbox not recoverable after restart", "sandbox", sb.ID, "reason", reason, "err", err)
 	m.event(sb.ID, reason, "not recoverable after daemon restart: "+err.Error(), nil)
 	if sb.State == sandbox.Creating {
-		if derr := rt.Destroy(ctx, l.ref); derr != nil {
+		derr := rt.Destroy(ctx, l.ref)
+		if derr == nil {
+			derr = m.detachNetwork(ctx, sb.ID)
+		}
+		if derr != nil {
 			m.log.Error("destroying half-created sandbox", "sandbox", sb.ID, "err", derr)
 			return
 		}
@@ -145,11 +149,34 @@ func (m *Manager) destroyOrphans(ctx context.Context, known map[string]bool) {
 			}
 		}
 	}
+	m.destroyOrphanNetworks(ctx, known)
 	for id, rt := range orphans {
 		ref := runtime.Ref{ID: id, Dir: filepath.Join(m.cfg.sandboxesDir(), id)}
 		m.log.Warn("destroying orphaned sandbox", "sandbox", id, "runtime", rt.Name())
 		if err := rt.Destroy(ctx, ref); err != nil {
 			m.log.Error("destroying orphaned sandbox", "sandbox", id, "err", err)
+		}
+	}
+}
+
+// destroyOrphanNetworks detaches the network of every sandbox the network
+// layer has state for but the store has no live record of.
+func (m *Manager) destroyOrphanNetworks(ctx context.Context, known map[string]bool) {
+	if !m.networkEnabled() {
+		return
+	}
+	ids, err := m.cfg.Network.Layer.List()
+	if err != nil {
+		m.log.Error("listing sandbox networks", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if known[id] {
+			continue
+		}
+		m.log.Warn("detaching orphaned sandbox network", "sandbox", id)
+		if err := m.detachNetwork(ctx, id); err != nil {
+			m.log.Error("detaching orphaned sandbox network", "sandbox", id, "err", err)
 		}
 	}
 }

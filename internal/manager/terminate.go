@@ -48,7 +48,11 @@ func (m *Manager) terminateLocked(l *live, reason string, exitCode *int) (*sandb
 		}
 	}
 	l.detach()
-	if err := l.rt.Destroy(ctx, l.ref); err != nil {
+	err := l.rt.Destroy(ctx, l.ref)
+	if err == nil {
+		err = m.detachNetwork(ctx, l.ref.ID)
+	}
+	if err != nil {
 		// Stay in terminating: the record says cleanup is owed, and the next
 		// reconcile retries it.
 		m.event(l.ref.ID, "error", "destroying sandbox: "+err.Error(), nil)

@@ -76,6 +76,7 @@ type daemon struct {
 	t      *testing.T
 	state  string
 	addr   string
+	net    []string // network flags, fixed for the daemon's life
 	token  string
 	cmd    *exec.Cmd
 	log    *bytes.Buffer
@@ -83,8 +84,9 @@ type daemon struct {
 }
 
 // startDaemon starts a daemon on a fresh state dir; it is stopped, and every
-// sandbox it still has removed, when the test ends.
-func startDaemon(t *testing.T) *daemon {
+// sandbox it still has removed, when the test ends. extra are more serve
+// flags.
+func startDaemon(t *testing.T, extra ...string) *daemon {
 	t.Helper()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
@@ -93,7 +95,7 @@ func startDaemon(t *testing.T) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, state: state, addr: freeAddr(t)}
+	d := &daemon{t: t, state: state, addr: freeAddr(t), net: append(testNetFlags(t), extra...)}
 	d.start()
 	t.Cleanup(func() { d.teardown() })
 	return d
@@ -111,8 +113,9 @@ func freeAddr(t *testing.T) string {
 func (d *daemon) start() {
 	d.t.Helper()
 	d.log = &bytes.Buffer{}
-	d.cmd = exec.Command(binary, "serve", "--listen", d.addr, "--state-dir", d.state,
-		"--runsc", runscBin, "--base-rootfs", rootfs, "--log-level", "debug")
+	args := append([]string{"serve", "--listen", d.addr, "--state-dir", d.state,
+		"--runsc", runscBin, "--base-rootfs", rootfs, "--log-level", "debug"}, d.net...)
+	d.cmd = exec.Command(binary, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {
@@ -229,4 +232,16 @@ func (d *daemon) api(method, path, token, body string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// testNetFlags gives each test daemon its own nftables table, veth prefix,
+// address pool and ports, so it never touches a real daemon's (or another
+// test's) network state.
+func testNetFlags(t *testing.T) []string {
+	port := func() string {
+		a := freeAddr(t)
+		return a[strings.LastIndex(a, ":")+1:]
+	}
+	return []string{"--net-table", "corral-e2e", "--net-link-prefix", "cre",
+		"--net-pool", "10.89.0.0/16", "--dns-port", port(), "--proxy-port", port()}
 }

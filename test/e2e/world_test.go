@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// The test world of the network tests: every destination a sandbox tries
+// is a namespace this test creates, with /32 routes on the host pointing
+// into it, so even a broken policy sends nothing off the machine.
+//
+//	"internet"  198.51.100.1 and 198.51.100.9 (TEST-NET-2): HTTP on :80
+//	"internal"  10.99.0.10 and 169.254.169.254 (metadata): HTTP on :80
+//
+// Each HTTP server answers "<name> <Host header>".
+const (
+	inetAddr     = "198.51.100.1"
+	inetAddr2    = "198.51.100.9"
+	internalAddr = "10.99.0.10"
+	metadataAddr = "169.254.169.254"
+)
+
+const worldServer = `
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = (sys.argv[1] + ' ' + str(self.headers.get('Host')) + '\n').encode()
+        self.send_response(200); self.send_header('Content-Length', str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(('0.0.0.0', 80), H).serve_forever()
+`
+
+// world is the fake internet and internal network, and a fake upstream DNS.
+type world struct {
+	dnsAddr string // the fake upstream resolver, on loopback
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v: %s", args, err, out)
+	}
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	b := make([]byte, 3)
+	rand.Read(b)
+	tag := hex.EncodeToString(b)
+	addNS(t, "cwi"+tag, "198.51.100.254/24", []string{inetAddr + "/24", inetAddr2 + "/24"}, "198.51.100.254", "inet", nil)
+	addNS(t, "cwn"+tag, "10.99.0.9/24", []string{internalAddr + "/24", metadataAddr + "/32"}, "10.99.0.9", "internal", []string{metadataAddr + "/32"})
+	return &world{dnsAddr: fakeDNS(t)}
+}
+
+// addNS creates namespace name joined to the host by a veth (host side
+// hostCIDR), gives the namespace addrs, routes its replies back to the
+// host, adds hostRoutes on the host, and starts the HTTP server.
+func addNS(t *testing.T, name, hostCIDR string, addrs []string, gw, label string, hostRoutes []string) {
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	run(t, "ip", "link", "add", name, "type", "veth", "peer", "name", "w0", "netns", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", name).Run() })
+	run(t, "ip", "addr", "add", hostCIDR, "dev", name)
+	run(t, "ip", "link", "set", name, "up")
+	for _, a := range addrs {
+		run(t, "ip", "-n", name, "addr", "add", a, "dev", "w0")
+	}
+	run(t, "ip", "-n", name, "link", "set", "w0", "up")
+	run(t, "ip", "-n", name, "link", "set", "lo", "up")
+	run(t, "ip", "-n", name, "route", "add", "default", "via", gw)
+	for _, r := range hostRoutes {
+		run(t, "ip", "route", "add", r, "dev", name)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := exec.CommandContext(ctx, "ip", "netns", "exec", name, "python3", "-c", worldServer, label)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = srv.Wait() })
+}
+
+// fakeDNS serves allowed.test → 198.51.100.1 and denied.test → 198.51.100.9
+// on loopback; everything else is NXDOMAIN. It stands in for the upstream
+// resolver, which is not under test (and must not be reached).
+func fakeDNS(t *testing.T) string {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{"allowed.test.": inetAddr, "denied.test.": inetAddr2}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		name := strings.ToLower(q.Question[0].Name)
+		if ip, ok := names[name]; ok && q.Question[0].Qtype == dns.TypeA {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)})
+		} else if !ok {
+			m.Rcode = dns.RcodeNameError
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go srv.ActivateAndServe()
+	t.Cleanup(func() { srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
