@@ -3,7 +3,9 @@ package e2e
 import (
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,4 +111,105 @@ func gatewayOf(t *testing.T, addr string) string {
 	b := a.As4()
 	b[3]--
 	return netip.AddrFrom4(b).String()
+}
+
+func TestNetworkPolicies(t *testing.T) {
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	w := newWorld(t)
+	d := startDaemon(t, "--dns-upstream", w.dnsAddr)
+
+	t.Run("block", func(t *testing.T) {
+		id := d.create("--block-network")
+		if out := d.curl(id, "http://"+inetAddr+"/"); out != "" {
+			t.Errorf("block_network reached the internet: %q", out)
+		}
+		if out := d.curl(id, "http://allowed.test/"); out != "" {
+			t.Errorf("block_network resolved and reached a name: %q", out)
+		}
+	})
+	t.Run("cidr", func(t *testing.T) {
+		id := d.create("--cidr-allow", inetAddr+"/32")
+		if out := d.curl(id, "http://"+inetAddr+"/"); !strings.HasPrefix(out, "inet") {
+			t.Errorf("allowed range unreachable: %q", out)
+		}
+		if out := d.curl(id, "http://"+inetAddr2+"/"); out != "" {
+			t.Errorf("range outside the allowlist reached: %q", out)
+		}
+	})
+	t.Run("domain", func(t *testing.T) {
+		id := d.create("--domain-allow", "allowed.test")
+		if out := d.curl(id, "http://allowed.test/"); !strings.HasPrefix(out, "inet allowed.test") {
+			t.Fatalf("allowed.test unreachable: %q", out)
+		}
+		forged := map[string][]string{
+			"denied name":                    {"http://denied.test/"},
+			"denied.test's address directly": {"http://" + inetAddr2 + "/"},
+			"allowed Host to denied address": {"-H", "Host: allowed.test", "http://" + inetAddr2 + "/"},
+			"forged Host on allowed address": {"-H", "Host: denied.test", "http://" + inetAddr + "/"},
+			"forged SNI to denied address":   {"-k", "--resolve", "allowed.test:443:" + inetAddr2, "https://allowed.test/"},
+			"denied SNI on allowed address":  {"-k", "--resolve", "denied.test:443:" + inetAddr, "https://denied.test/"},
+		}
+		for name, args := range forged {
+			t.Run(name, func(t *testing.T) {
+				if out := d.curl(id, args...); out != "" {
+					t.Errorf("got through: %q", out)
+				}
+			})
+		}
+		events := d.mustCLI("events", id)
+		for _, want := range []string{"allowed.test", "denied.test", "egress_denied"} {
+			if !strings.Contains(events, want) {
+				t.Errorf("event log lacks %q:\n%s", want, events)
+			}
+		}
+	})
+	t.Run("live change", func(t *testing.T) {
+		id := d.create()
+		if out := d.curl(id, "http://"+inetAddr+"/"); out == "" {
+			t.Fatal("default policy cannot reach the internet")
+		}
+		d.mustCLI("net", "set", id, "--block-network")
+		if out := d.curl(id, "http://"+inetAddr+"/"); out != "" {
+			t.Errorf("still reachable after net set --block-network: %q", out)
+		}
+		d.mustCLI("net", "set", id, "--cidr-allow", inetAddr2+"/32")
+		if out := d.curl(id, "http://"+inetAddr2+"/"); out == "" {
+			t.Error("unreachable after opening its range")
+		}
+		if out := d.curl(id, "http://"+inetAddr+"/"); out != "" {
+			t.Errorf("reachable outside the new allowlist: %q", out)
+		}
+		if out := d.mustCLI("events", id); !strings.Contains(out, "network_policy") {
+			t.Errorf("policy change not in the event log:\n%s", out)
+		}
+	})
+}
+
+// 20 sandboxes with networking created and removed leave no namespace,
+// veth, nftables chain or set, state file or address behind.
+func TestNetworkCreateRemoveLeavesNothing(t *testing.T) {
+	d := startDaemon(t)
+	var ids []string
+	for i := 0; i < 20; i++ {
+		id := d.create()
+		d.mustCLI("rm", id)
+		ids = append(ids, id)
+	}
+	d.assertNoLeaks(t, ids)
+	if out, _ := exec.Command("ip", "-o", "link", "show").Output(); strings.Contains(string(out), " cre") {
+		t.Errorf("sandbox veths left:\n%s", out)
+	}
+	if out, _ := exec.Command("ip", "-o", "addr", "show").Output(); strings.Contains(string(out), "10.89.") {
+		t.Errorf("sandbox addresses left:\n%s", out)
+	}
+	if out, err := exec.Command("nft", "list", "table", "inet", "corral-e2e").Output(); err == nil && strings.Contains(string(out), "chain sb") {
+		t.Errorf("per-sandbox chains left:\n%s", out)
+	}
+	for _, dir := range []string{"net/netns", "net/slots"} {
+		if ents, _ := os.ReadDir(filepath.Join(d.state, dir)); len(ents) > 0 {
+			t.Errorf("%s not empty: %v", dir, ents)
+		}
+	}
 }
