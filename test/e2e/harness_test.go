@@ -73,7 +73,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // daemon is one `corral serve` process under test.
 type daemon struct {
-	t      *testing.T
+	t      testing.TB
 	state  string
 	addr   string
 	net    []string // network flags, fixed for the daemon's life
@@ -86,7 +86,7 @@ type daemon struct {
 // startDaemon starts a daemon on a fresh state dir; it is stopped, and every
 // sandbox it still has removed, when the test ends. extra are more serve
 // flags.
-func startDaemon(t *testing.T, extra ...string) *daemon {
+func startDaemon(t testing.TB, extra ...string) *daemon {
 	t.Helper()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
@@ -101,7 +101,7 @@ func startDaemon(t *testing.T, extra ...string) *daemon {
 	return d
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func (d *daemon) api(method, path, token, body string) (int, string) {
 // testNetFlags gives each test daemon its own nftables table, veth prefix,
 // address pool and ports, so it never touches a real daemon's (or another
 // test's) network state.
-func testNetFlags(t *testing.T) []string {
+func testNetFlags(t testing.TB) []string {
 	port := func() string {
 		a := freeAddr(t)
 		return a[strings.LastIndex(a, ":")+1:]

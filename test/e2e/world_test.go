@@ -41,29 +41,30 @@ http.server.ThreadingHTTPServer(('0.0.0.0', 80), H).serve_forever()
 // world is the fake internet and internal network, and a fake upstream DNS.
 type world struct {
 	dnsAddr string // the fake upstream resolver, on loopback
+	inetNS  string // the "internet" namespace's name
 }
 
-func run(t *testing.T, args ...string) {
+func run(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v: %s", args, err, out)
 	}
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	b := make([]byte, 3)
 	rand.Read(b)
 	tag := hex.EncodeToString(b)
 	addNS(t, "cwi"+tag, "198.51.100.254/24", []string{inetAddr + "/24", inetAddr2 + "/24"}, "198.51.100.254", "inet", nil)
 	addNS(t, "cwn"+tag, "10.99.0.9/24", []string{internalAddr + "/24", metadataAddr + "/32"}, "10.99.0.9", "internal", []string{metadataAddr + "/32"})
-	return &world{dnsAddr: fakeDNS(t)}
+	return &world{dnsAddr: fakeDNS(t), inetNS: "cwi" + tag}
 }
 
 // addNS creates namespace name joined to the host by a veth (host side
 // hostCIDR), gives the namespace addrs, routes its replies back to the
 // host, adds hostRoutes on the host, and starts the HTTP server.
-func addNS(t *testing.T, name, hostCIDR string, addrs []string, gw, label string, hostRoutes []string) {
+func addNS(t testing.TB, name, hostCIDR string, addrs []string, gw, label string, hostRoutes []string) {
 	run(t, "ip", "netns", "add", name)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
 	run(t, "ip", "link", "add", name, "type", "veth", "peer", "name", "w0", "netns", name)
@@ -90,7 +91,7 @@ func addNS(t *testing.T, name, hostCIDR string, addrs []string, gw, label string
 // fakeDNS serves allowed.test → 198.51.100.1 and denied.test → 198.51.100.9
 // on loopback; everything else is NXDOMAIN. It stands in for the upstream
 // resolver, which is not under test (and must not be reached).
-func fakeDNS(t *testing.T) string {
+func fakeDNS(t testing.TB) string {
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
