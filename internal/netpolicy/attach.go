@@ -163,8 +163,8 @@ func (n *Network) installSandbox(s *slotState) error {
 
 // removeSandbox deletes whichever of the slot's nftables objects exist, in
 // one transaction: map elements first (they reference the chains), then
-// chains with their rules (they reference sets and counters), then sets and
-// counters.
+// chains with their rules (they reference sets and objects), then sets,
+// counters and the log limit.
 func (n *Network) removeSandbox(s *slotState) error {
 	c, err := nftables.New()
 	if err != nil {
@@ -194,8 +194,8 @@ func (n *Network) removeSandbox(s *slotState) error {
 	for _, name := range inv.sets {
 		c.DelSet(&nftables.Set{Table: t, Name: name})
 	}
-	for _, name := range inv.counters {
-		c.DeleteObject(&nftables.NamedObj{Table: t, Name: name, Type: nftables.ObjTypeCounter})
+	for _, obj := range inv.objects {
+		c.DeleteObject(obj)
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("removing rules of %s: %w", s.ID, err)

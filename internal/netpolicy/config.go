@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"corral/internal/errdefs"
+	"corral/internal/netpolicy/policy"
 )
 
 // Defaults for Config's zero fields.
@@ -15,6 +16,20 @@ var (
 	DefaultPool       = netip.MustParsePrefix("10.88.0.0/16")
 	DefaultTable      = "corral"
 	DefaultLinkPrefix = "crl"
+)
+
+// DefaultLogGroup is the NFLOG group denials are logged to when
+// Config.LogGroup is 0. One process per host (network namespace) can read
+// a group: two daemons on one host need different groups.
+const DefaultLogGroup = 7717
+
+// The per-sandbox rate limit on logged denials: beyond it a denied packet
+// is still refused and counted, but not logged, so a sandbox cannot flood
+// the daemon or its event log. The kernel's bucket holds LogRate+LogBurst
+// packets, refilled at LogRate a second.
+const (
+	LogRate  = 50  // logged denials a second, per sandbox
+	LogBurst = 100 // logged at once after a quiet period, beyond LogRate
 )
 
 // SandboxLink is the name of the sandbox's end of the veth, inside its
@@ -45,6 +60,17 @@ type Config struct {
 	// each gateway; every new TCP connection the address policy allows is
 	// DNATed there. 0: no proxy, TCP is forwarded (NAT) after the filter.
 	ProxyPort uint16
+	// LogGroup is the NFLOG group every rule that refuses a packet logs
+	// to (rate limited per sandbox, first packet of a flow only). Default
+	// DefaultLogGroup.
+	LogGroup uint16
+	// Decide, when set, receives a Decision (Allowed false, Via
+	// "nftables") for every logged denial: New then binds LogGroup and
+	// reads it until Close. It is called from one goroutine and must not
+	// block; a slow Decide makes the kernel drop log messages, which are
+	// counted (LostDecisions) and logged. Nil: no reader; the rules still
+	// log to the group (any NFLOG reader may take it).
+	Decide func(policy.Decision)
 	// Logger receives lifecycle logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -81,6 +107,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DNSPort != 0 && c.DNSPort == c.ProxyPort {
 		return c, errdefs.Invalid("proxy_port", "same as dns_port %d", c.DNSPort)
+	}
+	if c.LogGroup == 0 {
+		c.LogGroup = DefaultLogGroup
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -47,6 +47,7 @@ type testEnv struct {
 	hostAddr netip.Addr // the host's uplink address (a local address, not a peer)
 	internet string     // netns path of the fake internet
 	inner    string     // netns path of the fake internal + metadata hosts
+	decided  *decisionLog
 }
 
 // requireRoot skips tests that need root and the kernel features.
@@ -79,9 +80,10 @@ func randHex(n int) string {
 func newTestEnv(t testing.TB, mutate func(*Config)) *testEnv {
 	requireRoot(t)
 	suffix := randHex(2)
-	var r [4]byte
+	var r [6]byte
 	rand.Read(r[:])
-	e := &testEnv{t: t, suffix: suffix, rtTable: 20000 + int(binary.BigEndian.Uint16(r[:2])%20000), mark: 0xc0a10000 | uint32(r[2])}
+	e := &testEnv{t: t, suffix: suffix, rtTable: 20000 + int(binary.BigEndian.Uint16(r[:2])%20000), mark: 0xc0a10000 | uint32(r[2]),
+		decided: &decisionLog{}}
 	e.cfg = Config{
 		StateDir:   t.TempDir(),
 		Pool:       netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100 + r[3]%100, r[0], 0}), 24),
@@ -89,6 +91,8 @@ func newTestEnv(t testing.TB, mutate func(*Config)) *testEnv {
 		LinkPrefix: "ct" + suffix,
 		DNSPort:    15300 + uint16(r[1]),
 		ProxyPort:  15600 + uint16(r[1]),
+		LogGroup:   40000 + binary.BigEndian.Uint16(r[4:])%20000,
+		Decide:     e.decided.record,
 		Logger:     slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if mutate != nil {

@@ -160,11 +160,36 @@ func dnat(a netip.Addr, port uint16) []expr.Any {
 	}
 }
 
-// countDrop is "counter name <c> drop".
+// countDrop is "counter name <c> drop": for IPv6 and spoofed sources,
+// which get no answer.
 func countDrop(counter string) []expr.Any {
 	return []expr.Any{
 		&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: counter},
 		&expr.Verdict{Kind: expr.VerdictDrop},
+	}
+}
+
+// countReject is "counter name <c> reject with tcp reset" (tcp, for TCP
+// packets only) or "counter name <c> reject with icmpx admin-prohibited".
+// The sender fails at once instead of waiting for its timeout.
+func countReject(counter string, tcp bool) []expr.Any {
+	r := &expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED}
+	if tcp {
+		r = &expr.Reject{Type: unix.NFT_REJECT_TCP_RST}
+	}
+	return []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: counter}, r}
+}
+
+// ctNew is "ct state new,untracked": the first packet of a flow.
+func ctNew() []expr.Any { return ctBits(expr.CtKeySTATE, expr.CtStateBitNEW|expr.CtStateBitUNTRACKED) }
+
+// logLimited is "limit name <limit> log group <group> prefix <prefix>
+// snaplen <nflogCopyRange>". A packet over the limit ends the rule there.
+func logLimited(limit string, group uint16, prefix string) []expr.Any {
+	key := uint32(1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_SNAPLEN)
+	return []expr.Any{
+		&expr.Objref{Type: int(nftables.ObjTypeLimit), Name: limit},
+		&expr.Log{Key: key, Group: group, Data: []byte(prefix), Snaplen: nflogCopyRange},
 	}
 }
 

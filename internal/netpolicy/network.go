@@ -30,13 +30,17 @@ type Network struct {
 	slots  map[string]*slotState
 	byAddr map[netip.Addr]*slotState
 	closed bool
+
+	nflog *nflogReader // nil without Config.Decide
 }
 
 // New prepares the host: state directories, IPv4 forwarding, and Corral's
 // nftables table rebuilt from the recorded slots (which keep working). It
-// removes Corral links and namespace mounts no slot records.
-func New(ctx context.Context, cfg Config) (*Network, error) {
-	cfg, err := cfg.withDefaults()
+// removes Corral links and namespace mounts no slot records. With
+// Config.Decide it binds Config.LogGroup first and reads denials from it
+// until Close.
+func New(ctx context.Context, cfg Config) (_ *Network, err error) {
+	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("network config: %w", err)
 	}
@@ -57,6 +61,18 @@ func New(ctx context.Context, cfg Config) (*Network, error) {
 	if err := n.checkHost(states); err != nil {
 		return nil, err
 	}
+	if cfg.Decide != nil {
+		// Bound before the rules exist, so no denial goes unread; the
+		// messages wait in the socket until the reader starts.
+		if n.nflog, err = openNFLOG(cfg.LogGroup, nflogRcvBuf, n.log); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				n.nflog.close()
+			}
+		}()
+	}
 	if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
 		return nil, err
 	}
@@ -67,8 +83,40 @@ func New(ctx context.Context, cfg Config) (*Network, error) {
 		n.register(s)
 	}
 	n.sweep()
-	n.log.Info("network ready", "op", "init", "table", cfg.Table, "pool", cfg.Pool.String(), "sandboxes", len(states))
+	if n.nflog != nil {
+		n.nflog.start(n.resolveDenial, cfg.Decide)
+	}
+	n.log.Info("network ready", "op", "init", "table", cfg.Table, "pool", cfg.Pool.String(), "sandboxes", len(states),
+		"log_group", cfg.LogGroup, "decisions", cfg.Decide != nil)
 	return n, nil
+}
+
+// resolveDenial maps a logged denial to its sandbox: the prefix names the
+// slot and reason, and the source must be that slot's sandbox (spoofed
+// sources are dropped before any rule logs), so a slot reused between
+// the log and its reading is not misattributed.
+func (n *Network) resolveDenial(prefix string, src netip.Addr) (id, reason string, ok bool) {
+	index, reason, ok := parseLogPrefix(prefix)
+	if !ok {
+		return "", "", false
+	}
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	s, ok := n.byAddr[src]
+	if !ok || s.Index != index {
+		return "", "", false
+	}
+	return s.ID, reason, true
+}
+
+// LostDecisions is how many logged denials the kernel could not deliver to
+// the reader since New (its socket was full: Decide too slow, or a burst
+// across many sandboxes). They were still refused and counted.
+func (n *Network) LostDecisions() uint64 {
+	if n.nflog == nil {
+		return 0
+	}
+	return n.nflog.lost.Load()
 }
 
 // checkHost refuses a link prefix that other interfaces start with and a
@@ -221,14 +269,22 @@ func (n *Network) List() ([]string, error) {
 	return stateIDs(n.cfg)
 }
 
-// Close stops n from making further changes. It leaves the table, the
-// slots and forwarding in place: sandboxes outlive the daemon, and the
-// next New adopts them.
+// Close stops n from making further changes and stops the decision
+// reader (no Decide call runs after Close returns). It leaves the table,
+// the slots and forwarding in place: sandboxes outlive the daemon, and
+// the next New adopts them.
 func (n *Network) Close() error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.closed = true
+	n.mu.Unlock()
+	n.stopReader() // outside mu: the reader takes it to resolve a denial
 	return nil
+}
+
+func (n *Network) stopReader() {
+	if n.nflog != nil {
+		n.nflog.close()
+	}
 }
 
 // Teardown detaches every recorded sandbox and deletes Corral's table: for
@@ -248,6 +304,7 @@ func (n *Network) Teardown(ctx context.Context) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("teardown: %w", errors.Join(errs...))
 	}
+	n.stopReader()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.closed = true

@@ -43,7 +43,10 @@ func TestRestart(t *testing.T) {
 	must(t, e.net.installSandbox(half))
 	must(t, createNetns(half.NetnsPath))
 
-	n2, err := New(ctx, e.cfg) // the old Network is abandoned, as by a crash
+	// The old Network is abandoned, as by a crash, which would also close
+	// its nflog socket (the group can have one reader).
+	must(t, e.net.Close())
+	n2, err := New(ctx, e.cfg)
 	if err != nil {
 		t.Fatalf("New after crash: %v", err)
 	}

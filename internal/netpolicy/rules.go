@@ -26,15 +26,25 @@ var DenialReasons = []string{DeniedBlocked, DeniedInternal, DeniedSandbox, Denie
 
 // sbObjects are the names of one slot's nftables objects.
 type sbObjects struct {
-	prefix, nat, in, fwd, allow, resolved string
+	prefix, nat, in, fwd, allow, resolved, limit string
 }
 
 func sbNames(index uint32) sbObjects {
 	p := fmt.Sprintf("sb%x_", index)
-	return sbObjects{prefix: p, nat: p + "nat", in: p + "in", fwd: p + "fwd", allow: p + "allow", resolved: p + "resolved"}
+	return sbObjects{prefix: p, nat: p + "nat", in: p + "in", fwd: p + "fwd", allow: p + "allow", resolved: p + "resolved", limit: p + "log"}
 }
 
 func (o sbObjects) counter(reason string) string { return o.prefix + reason }
+
+// logPrefix is the NFLOG prefix of the slot's denials for reason, which
+// parseLogPrefix reads back: the counter's name.
+func (o sbObjects) logPrefix(reason string) string { return o.prefix + reason }
+
+// logLimit is the slot's rate limit on logged denials, shared by its
+// input and forward chains.
+func logLimit() *expr.Limit {
+	return &expr.Limit{Type: expr.LimitTypePkts, Rate: LogRate, Unit: expr.LimitTimeSecond, Burst: LogBurst}
+}
 
 // sbSets returns references to the slot's two sets.
 func sbSets(t *nftables.Table, o sbObjects) (allow, resolved *nftables.Set) {
@@ -51,6 +61,7 @@ func (n *Network) addSandbox(c *nftables.Conn, r tableRefs, s *slotState, keep p
 		ctr := keep.counters[o.counter(reason)]
 		c.AddObj(&nftables.NamedObj{Table: r.t, Name: o.counter(reason), Type: nftables.ObjTypeCounter, Obj: &ctr})
 	}
+	c.AddObj(&nftables.NamedObj{Table: r.t, Name: o.limit, Type: nftables.ObjTypeLimit, Obj: logLimit()})
 	allow, resolved := sbSets(r.t, o)
 	if err := c.AddSet(allow, intervalElements(spansOf(s.Policy.CIDRAllowlist))); err != nil {
 		return fmt.Errorf("adding set %s: %w", o.allow, err)
@@ -151,7 +162,7 @@ func (n *Network) inputRules(s *slotState) [][]expr.Any {
 		exprs(ctEstablished(), verdict(expr.VerdictAccept)),
 	}
 	if s.Policy.BlockNetwork {
-		return append(rules, countDrop(o.counter(DeniedBlocked)))
+		return append(rules, n.deny(o, DeniedBlocked, nil)...)
 	}
 	gw := ipAddr(ipDaddrOff, s.Gateway, true)
 	if p := n.cfg.DNSPort; p != 0 {
@@ -165,7 +176,7 @@ func (n *Network) inputRules(s *slotState) [][]expr.Any {
 		rules = append(rules, exprs(gw, l4proto(unix.IPPROTO_TCP, true), dport(p),
 			ctBits(expr.CtKeySTATUS, ipsDstNAT), verdict(expr.VerdictAccept)))
 	}
-	return append(rules, countDrop(o.counter(DeniedHost)))
+	return append(rules, n.deny(o, DeniedHost, nil)...)
 }
 
 // forwardRules apply the policy to what the sandbox sends through the host.
@@ -177,17 +188,31 @@ func (n *Network) forwardRules(s *slotState, r tableRefs, allow, resolved *nftab
 		exprs(ctEstablished(), verdict(expr.VerdictAccept)),
 	}
 	if s.Policy.BlockNetwork {
-		return append(rules, countDrop(o.counter(DeniedBlocked)))
+		return append(rules, n.deny(o, DeniedBlocked, nil)...)
 	}
 	for _, g := range n.addressGate(s, r, allow, resolved, true) {
-		rules = append(rules, exprs(g.match, countDrop(o.counter(g.reason))))
+		rules = append(rules, n.deny(o, g.reason, g.match)...)
 	}
 	accept := verdict(expr.VerdictAccept)
 	rules = append(rules, exprs(l4proto(unix.IPPROTO_TCP, true), accept))
 	if !domainMode(s.Policy) {
 		rules = append(rules, exprs(l4proto(unix.IPPROTO_UDP, true), accept), exprs(icmpEcho(), accept))
 	}
-	return append(rules, countDrop(o.counter(DeniedProtocol)))
+	return append(rules, n.deny(o, DeniedProtocol, nil)...)
+}
+
+// deny refuses what match matches (nil: everything) for reason: the first
+// packet of a flow is logged to the NFLOG group, within the slot's rate
+// limit, in a rule of its own (a packet over the limit ends only that
+// rule); then every packet is counted and rejected, TCP with a reset and
+// the rest with ICMP admin-prohibited.
+func (n *Network) deny(o sbObjects, reason string, match []expr.Any) [][]expr.Any {
+	ctr := o.counter(reason)
+	return [][]expr.Any{
+		exprs(match, ctNew(), logLimited(o.limit, n.cfg.LogGroup, o.logPrefix(reason))),
+		exprs(match, l4proto(unix.IPPROTO_TCP, true), countReject(ctr, true)),
+		exprs(match, countReject(ctr, false)),
+	}
 }
 
 // domainMode: egress only to addresses the resolver answered with, TCP

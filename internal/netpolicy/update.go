@@ -209,8 +209,9 @@ func (n *Network) DenialCounts(id string) (map[string]uint64, error) {
 
 // sbInventory is which of a slot's nftables objects exist.
 type sbInventory struct {
-	elements               map[string]bool // map name -> has the link
-	chains, sets, counters []string
+	elements     map[string]bool // map name -> has the link
+	chains, sets []string
+	objects      []*nftables.NamedObj // counters and the log limit
 }
 
 func (n *Network) inventory(c *nftables.Conn, s *slotState) (sbInventory, error) {
@@ -253,7 +254,7 @@ func (n *Network) inventory(c *nftables.Conn, s *slotState) (sbInventory, error)
 	}
 	for _, obj := range objs {
 		if no, ok := obj.(*nftables.NamedObj); ok && strings.HasPrefix(no.Name, o.prefix) {
-			inv.counters = append(inv.counters, no.Name)
+			inv.objects = append(inv.objects, &nftables.NamedObj{Table: t, Name: no.Name, Type: no.Type})
 		}
 	}
 	return inv, nil
