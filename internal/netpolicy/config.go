@@ -19,17 +19,17 @@ var (
 )
 
 // DefaultLogGroup is the NFLOG group denials are logged to when
-// Config.LogGroup is 0. One process per host (network namespace) can read
-// a group: two daemons on one host need different groups.
+// Config.LogGroup is 0.
 const DefaultLogGroup = 7717
 
 // The per-sandbox rate limit on logged denials: beyond it a denied packet
 // is still refused and counted, but not logged, so a sandbox cannot flood
-// the daemon or its event log. The kernel's bucket holds LogRate+LogBurst
-// packets, refilled at LogRate a second.
+// the daemon or its event log. After a quiet period a sandbox gets a burst
+// of at most LogRate+LogBurst logged denials (exactly LogBurst on the
+// Linux 6.18 where this was measured), then LogRate a second.
 const (
 	LogRate  = 50  // logged denials a second, per sandbox
-	LogBurst = 100 // logged at once after a quiet period, beyond LogRate
+	LogBurst = 100 // logged at once after a quiet period
 )
 
 // SandboxLink is the name of the sandbox's end of the veth, inside its
@@ -60,16 +60,17 @@ type Config struct {
 	// each gateway; every new TCP connection the address policy allows is
 	// DNATed there. 0: no proxy, TCP is forwarded (NAT) after the filter.
 	ProxyPort uint16
-	// LogGroup is the NFLOG group every rule that refuses a packet logs
-	// to (rate limited per sandbox, first packet of a flow only). Default
-	// DefaultLogGroup.
+	// LogGroup is the NFLOG group that the rules refusing a packet log to
+	// when Decide is set (the first packet of a flow, rate limited per
+	// sandbox). Only one socket per host (network namespace) can read a
+	// group. Default DefaultLogGroup.
 	LogGroup uint16
 	// Decide, when set, receives a Decision (Allowed false, Via
-	// "nftables") for every logged denial: New then binds LogGroup and
-	// reads it until Close. It is called from one goroutine and must not
-	// block; a slow Decide makes the kernel drop log messages, which are
-	// counted (LostDecisions) and logged. Nil: no reader; the rules still
-	// log to the group (any NFLOG reader may take it).
+	// "nftables") for every logged denial: New binds LogGroup and reads it
+	// until Close. It is called from one goroutine and must not block; a
+	// slow Decide makes the kernel drop log messages, which are counted
+	// (LostDecisions) and logged. Nil: no reader and no log rules (denials
+	// are still refused and counted).
 	Decide func(policy.Decision)
 	// Logger receives lifecycle logs. Default: discard.
 	Logger *slog.Logger

@@ -32,10 +32,10 @@
 //     address part of the policy to <gateway>:ProxyPort (the daemon's
 //     transparent proxy, which reads the original destination with
 //     SO_ORIGINAL_DST). Destinations that fail the address policy are not
-//     steered, so the filter chains drop them.
+//     steered, so the filter chains refuse them.
 //   - postrouting (nat): masquerade of the pool out of any non-Corral link.
 //   - input (filter): from a sandbox link, only the resolver and proxy
-//     ports on that sandbox's own gateway; everything else is dropped,
+//     ports on that sandbox's own gateway; everything else is refused,
 //     which keeps sandboxes off the host's services, the daemon's API and
 //     the host's other addresses.
 //   - forward (filter): from a sandbox link, the policy: established
@@ -52,13 +52,41 @@
 //
 // # Decisions and denials
 //
-// Every drop rule feeds a named nftables counter per sandbox and reason;
-// Denials and DenialCounts read them (packets, not connections). There is
-// no per-packet log: NFLOG is not available on every host Corral runs on,
-// so the per-connection decision log (policy.Decision, Via "proxy" or
-// "dns") is the job of the egress proxy and the resolver, which see every
-// steered connection and query. The daemon turns counter increases into
-// "denied by nftables" events.
+// A denied packet is refused, not dropped, so the sandbox's attempt fails
+// at once instead of waiting for its timeout: TCP with a reset, anything
+// else with ICMP admin-prohibited (EHOSTUNREACH on a connected UDP
+// socket). Only IPv6 and packets whose source is not the sandbox's are
+// dropped silently: no answer goes to a spoofed address. Every refusal and
+// drop feeds a named counter per sandbox and reason (the Denied*
+// constants); Denials and DenialCounts read them (packets, not
+// connections).
+//
+// With Config.Decide set, each refusing rule is preceded by one that logs
+// the first packet of a flow (ct state new or untracked) to the NFLOG
+// group Config.LogGroup, with the prefix "sb<slot>_<reason>" and the first
+// 64 bytes of the packet, within a per-sandbox limit object (LogRate a
+// second, burst LogBurst) shared by the sandbox's input and forward
+// chains: a flood is still refused and counted, but cannot flood the
+// daemon or the event log. New binds the group (one reader per host and
+// group: a second daemon needs another LogGroup) and a goroutine reads it
+// until Close, maps each message back to its sandbox (the prefix's slot
+// and the packet's source, which the spoofing rule vouches for) and calls
+// Decide with a policy.Decision: Allowed false, Via "nftables", Proto
+// "tcp", "udp" or "icmp", the destination address and, for TCP and UDP,
+// port, and the reason constant as Reason. Messages the kernel could not
+// deliver (Decide too slow, the socket full) are counted from its
+// sequence numbers (LostDecisions) and logged. New leaves the host's
+// default logger binding alone (no NFULNL_CFG_CMD_PF_BIND, which would
+// replace nf_log_ipv4 for every other user): nftables' "log group"
+// reaches nfnetlink_log without it. A kernel without nfnetlink_log makes
+// New fail with ErrNotSupported; without Decide no log rule is installed
+// and nfnetlink_log is not needed.
+//
+// Traffic that passes the address gates is not logged here: DNS goes to
+// the resolver and TCP to the egress proxy, which record their own
+// decisions (Via "dns" and "proxy"), allowed or denied, with the name
+// when known. Together they put every egress attempt of a sandbox in its
+// event log, nftables denials within the rate limit.
 //
 // # State and restarts
 //
@@ -74,11 +102,13 @@
 // # Wiring (daemon)
 //
 // New at start, before the resolver and proxy listen; List and Detach for
-// every id the daemon no longer knows. Per sandbox: Attach before `runsc
-// create` (gVisor copies eth0's address and routes at start), the OCI
-// spec's linux.namespaces network entry with path Slot.NetnsPath, runsc
-// with --network=sandbox, and a resolv.conf naming Slot.Gateway; Detach
-// after `runsc delete`. The resolver and proxy map a source address to a
+// every id the daemon no longer knows; Config.Decide set to the
+// manager's decision recorder (it must not block) and Config.LogGroup left
+// at DefaultLogGroup unless another process reads that group. Per sandbox:
+// Attach before `runsc create` (gVisor copies eth0's address and routes
+// at start), the OCI spec's linux.namespaces network entry with path
+// Slot.NetnsPath, runsc with --network=sandbox, and a resolv.conf naming
+// Slot.Gateway; Detach after `runsc delete`. The resolver and proxy map a source address to a
 // sandbox with Lookup; in domain mode the resolver calls AllowResolved with
 // each answer before replying.
 //

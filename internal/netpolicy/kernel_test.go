@@ -336,12 +336,19 @@ func TestOperatorAllowed(t *testing.T) {
 
 // TestNoProxy: without a proxy and resolver, TCP is forwarded through NAT
 // after the same filter, and domain mode relies on the resolved set alone.
+// Without Decide there is no reader and no log rule; denials are still
+// refused at once and counted.
 func TestNoProxy(t *testing.T) {
-	e := newTestEnv(t, func(c *Config) { c.ProxyPort, c.DNSPort = 0, 0 })
+	e := newTestEnv(t, func(c *Config) { c.ProxyPort, c.DNSPort, c.Decide = 0, 0, nil })
 	e.world()
 	other := e.other()
 	s := e.attach("sb-direct", policy.Policy{})
 	e.expectReach(t, s, other, "tcp internet", "tcp internet2", "udp internet", "icmp internet")
+	denialProbe{"tcp internal", "tcp", netip.AddrPortFrom(internal, echoPort), DeniedInternal}.try(t, s.NetnsPath)
+	e.expectDenials(t, s, DeniedInternal)
+	if n := readerGoroutines(); n != 0 {
+		t.Errorf("%d nflog readers without Decide", n)
+	}
 	if err := e.net.SetPolicy(context.Background(), s.ID, policy.Policy{DomainAllowlist: []string{"allowed.test"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,9 @@ type nflogReader struct {
 // kernel has no nfnetlink_log (errdefs.ErrNotSupported).
 func openNFLOG(group uint16, rcvbuf int, log *slog.Logger) (*nflogReader, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	if errors.Is(err, unix.EPROTONOSUPPORT) {
+		return nil, fmt.Errorf("opening nflog socket: kernel without nfnetlink (%v): %w", err, errdefs.ErrNotSupported)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening nflog socket: %w", err)
 	}

@@ -61,7 +61,9 @@ func (n *Network) addSandbox(c *nftables.Conn, r tableRefs, s *slotState, keep p
 		ctr := keep.counters[o.counter(reason)]
 		c.AddObj(&nftables.NamedObj{Table: r.t, Name: o.counter(reason), Type: nftables.ObjTypeCounter, Obj: &ctr})
 	}
-	c.AddObj(&nftables.NamedObj{Table: r.t, Name: o.limit, Type: nftables.ObjTypeLimit, Obj: logLimit()})
+	if n.cfg.Decide != nil {
+		c.AddObj(&nftables.NamedObj{Table: r.t, Name: o.limit, Type: nftables.ObjTypeLimit, Obj: logLimit()})
+	}
 	allow, resolved := sbSets(r.t, o)
 	if err := c.AddSet(allow, intervalElements(spansOf(s.Policy.CIDRAllowlist))); err != nil {
 		return fmt.Errorf("adding set %s: %w", o.allow, err)
@@ -201,18 +203,20 @@ func (n *Network) forwardRules(s *slotState, r tableRefs, allow, resolved *nftab
 	return append(rules, n.deny(o, DeniedProtocol, nil)...)
 }
 
-// deny refuses what match matches (nil: everything) for reason: the first
-// packet of a flow is logged to the NFLOG group, within the slot's rate
-// limit, in a rule of its own (a packet over the limit ends only that
-// rule); then every packet is counted and rejected, TCP with a reset and
-// the rest with ICMP admin-prohibited.
+// deny refuses what match matches (nil: everything) for reason: with a
+// decision reader, the first packet of a flow is logged to the NFLOG
+// group, within the slot's rate limit, in a rule of its own (a packet over
+// the limit ends only that rule); then every packet is counted and
+// rejected, TCP with a reset and the rest with ICMP admin-prohibited.
 func (n *Network) deny(o sbObjects, reason string, match []expr.Any) [][]expr.Any {
-	ctr := o.counter(reason)
-	return [][]expr.Any{
-		exprs(match, ctNew(), logLimited(o.limit, n.cfg.LogGroup, o.logPrefix(reason))),
-		exprs(match, l4proto(unix.IPPROTO_TCP, true), countReject(ctr, true)),
-		exprs(match, countReject(ctr, false)),
+	var rules [][]expr.Any
+	if n.cfg.Decide != nil {
+		rules = append(rules, exprs(match, ctNew(), logLimited(o.limit, n.cfg.LogGroup, o.logPrefix(reason))))
 	}
+	ctr := o.counter(reason)
+	return append(rules,
+		exprs(match, l4proto(unix.IPPROTO_TCP, true), countReject(ctr, true)),
+		exprs(match, countReject(ctr, false)))
 }
 
 // domainMode: egress only to addresses the resolver answered with, TCP
