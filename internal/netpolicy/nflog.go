@@ -50,11 +50,12 @@ type nflogReader struct {
 	closeOnce  sync.Once
 	started    atomic.Bool
 
-	lost    atomic.Uint64 // messages the kernel could not deliver (sequence gaps)
-	nextSeq uint32
-	haveSeq bool
-	warned  time.Time // last loss warning
-	unwarn  uint64    // lost since then
+	lost      atomic.Uint64 // messages the kernel could not deliver (sequence gaps)
+	nextSeq   uint32
+	haveSeq   bool
+	warned    time.Time // last loss warning
+	unwarned  uint64    // lost since then
+	overflows uint64    // ENOBUFS since then
 }
 
 // openNFLOG binds group on a new NFNETLINK_LOG socket. It fails when
@@ -173,8 +174,10 @@ func (r *nflogReader) run() {
 		}
 		switch {
 		case errors.Is(err, unix.ENOBUFS):
-			// The socket overflowed; the sequence gap says by how much.
-			r.log.Warn("nflog socket overflowed: denials were not logged", "op", "nflog", "group", r.group)
+			// The socket overflowed; the next sequence number says by how
+			// much.
+			r.overflows++
+			r.warnLost(false)
 			continue
 		case err != nil:
 			r.log.Warn("reading nflog", "op", "nflog", "group", r.group, "err", err)
@@ -212,22 +215,29 @@ func (r *nflogReader) handle(pkts []nflogPacket) {
 	}
 }
 
-// countSeq counts the messages lost before p (the kernel numbers every
-// message of the group, delivered or not) and warns at most once a second.
+// countSeq counts the messages lost before p: the kernel numbers every
+// message of the group, delivered or not.
 func (r *nflogReader) countSeq(p nflogPacket) {
 	if !p.HasSeq {
 		return
 	}
 	if gap := p.Seq - r.nextSeq; r.haveSeq && gap != 0 && gap < 1<<31 {
 		r.lost.Add(uint64(gap))
-		r.unwarn += uint64(gap)
+		r.unwarned += uint64(gap)
+		r.warnLost(false)
 	}
 	r.nextSeq, r.haveSeq = p.Seq+1, true
-	if r.unwarn > 0 && time.Since(r.warned) >= time.Second {
-		r.log.Warn("denials not logged: the nflog socket overflowed", "op", "nflog", "group", r.group,
-			"lost", r.unwarn, "lost_total", r.lost.Load())
-		r.warned, r.unwarn = time.Now(), 0
+}
+
+// warnLost logs losses at most once a second (always when final), so an
+// overflowing socket does not flood the daemon's log either.
+func (r *nflogReader) warnLost(final bool) {
+	if r.unwarned == 0 && r.overflows == 0 || !final && time.Since(r.warned) < time.Second {
+		return
 	}
+	r.log.Warn("denials not logged: the nflog socket overflowed (Decide too slow?)", "op", "nflog", "group", r.group,
+		"lost", r.unwarned, "overflows", r.overflows, "lost_total", r.lost.Load())
+	r.warned, r.unwarned, r.overflows = time.Now(), 0, 0
 }
 
 // close stops the reader and waits for it: no Decide call runs after it
@@ -239,9 +249,6 @@ func (r *nflogReader) close() {
 		if r.started.Load() {
 			<-r.done
 		}
-		if r.unwarn > 0 {
-			r.log.Warn("denials not logged: the nflog socket overflowed", "op", "nflog", "group", r.group,
-				"lost", r.unwarn, "lost_total", r.lost.Load())
-		}
+		r.warnLost(true)
 	})
 }
