@@ -35,7 +35,7 @@ func TestConfig(t *testing.T) {
 			if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
 				t.Errorf("error %v is not invalid_argument", err)
 			}
-			if tt.ok && (c.Table != DefaultTable || c.Pool != DefaultPool || c.LinkPrefix != DefaultLinkPrefix) {
+			if tt.ok && (c.Table != DefaultTable || c.Pool != DefaultPool || c.LinkPrefix != DefaultLinkPrefix || c.LogGroup != DefaultLogGroup) {
 				t.Errorf("defaults not applied: %+v", c)
 			}
 		})
