@@ -42,6 +42,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.Net.LinkPrefix, "net-link-prefix", "crl", "name prefix of the host-side veths")
 	f.Uint16Var(&cfg.Net.DNSPort, "dns-port", 15053, "port of the sandboxes' resolver on each gateway")
 	f.Uint16Var(&cfg.Net.ProxyPort, "proxy-port", 15001, "port of the egress proxy on each gateway")
+	f.Uint16Var(&cfg.Net.LogGroup, "net-log-group", 7717, "NFLOG group through which the kernel reports refused packets")
 	f.StringSliceVar(&cfg.Net.DNSUpstream, "dns-upstream", nil, "upstream resolvers host:port (default: /etc/resolv.conf)")
 	f.Var(prefixesValue{&cfg.Net.OperatorAllowed}, "allow-range", "re-open an always-denied range for every sandbox (repeatable)")
 	return cmd

@@ -27,6 +27,7 @@ type NetConfig struct {
 	ProxyPort       uint16       // the egress proxy's port on each gateway
 	OperatorAllowed []netip.Prefix
 	DNSUpstream     []string // host:port; default: the host's resolv.conf
+	LogGroup        uint16   // NFLOG group of the kernel's refusals
 }
 
 // network is the running network layer: kernel rules, resolver, proxy.
@@ -40,14 +41,6 @@ type network struct {
 // egress proxy. record receives every egress decision (for the event log);
 // it is bound after the manager exists, hence the pointer.
 func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, record *func(policy.Decision), log *slog.Logger) (*network, error) {
-	layer, err := netpolicy.New(ctx, netpolicy.Config{
-		StateDir: filepath.Join(stateDir, "net"), Pool: cfg.Pool, Table: cfg.Table, LinkPrefix: cfg.LinkPrefix,
-		OperatorAllowed: cfg.OperatorAllowed, DNSPort: cfg.DNSPort, ProxyPort: cfg.ProxyPort, Logger: log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("network layer: %w", err)
-	}
-	n := &network{layer: layer}
 	decide := func(d policy.Decision) {
 		if d.Time.IsZero() {
 			d.Time = time.Now()
@@ -56,6 +49,15 @@ func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, record *f
 			f(d)
 		}
 	}
+	layer, err := netpolicy.New(ctx, netpolicy.Config{
+		StateDir: filepath.Join(stateDir, "net"), Pool: cfg.Pool, Table: cfg.Table, LinkPrefix: cfg.LinkPrefix,
+		OperatorAllowed: cfg.OperatorAllowed, DNSPort: cfg.DNSPort, ProxyPort: cfg.ProxyPort, Logger: log,
+		Decide: decide, LogGroup: cfg.LogGroup,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("network layer: %w", err)
+	}
+	n := &network{layer: layer}
 	n.dns, err = dnsd.New(dnsd.Config{
 		Lookup: layer.Lookup, Decide: decide, OperatorAllowed: cfg.OperatorAllowed, Logger: log, Upstream: cfg.DNSUpstream,
 		OnResolved: func(id, _ string, addrs []netip.Addr, ttl time.Duration) {
