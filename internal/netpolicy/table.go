@@ -7,6 +7,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 )
 
 // Names of the shared objects in Corral's table.
@@ -160,6 +161,17 @@ func (n *Network) addBase(c *nftables.Conn) (tableRefs, error) {
 	in := chain("input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter)
 	add(in, vmapJump(expr.MetaKeyIIFNAME, r.inLinks))
 	add(in, iif(true), verdict(expr.VerdictDrop)) // a Corral link with no slot
+	// The daemon's resolver and proxy listen on the wildcard address so
+	// that every gateway reaches them; from anywhere but a Corral link
+	// (the LAN, the host itself) they are closed.
+	for _, svc := range []struct {
+		proto byte
+		port  uint16
+	}{{unix.IPPROTO_UDP, n.cfg.DNSPort}, {unix.IPPROTO_TCP, n.cfg.DNSPort}, {unix.IPPROTO_TCP, n.cfg.ProxyPort}} {
+		if svc.port != 0 {
+			add(in, iif(false), l4proto(svc.proto, true), dport(svc.port), verdict(expr.VerdictDrop))
+		}
+	}
 
 	fwd := chain("forward", nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter)
 	add(fwd, vmapJump(expr.MetaKeyIIFNAME, r.fwdLinks))

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // curl fetches url from inside sandbox id and returns the body, or "" when
@@ -86,6 +87,17 @@ func TestNetworkDefaultPolicy(t *testing.T) {
 				t.Errorf("reached %s (%s): %q", name, url, out)
 			}
 		})
+	}
+	// The resolver and proxy listen on the wildcard address, but only
+	// sandboxes reach them: not the host's own uplink address.
+	for i, f := range d.net {
+		if f == "--proxy-port" || f == "--dns-port" {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(hostAddr(t), d.net[i+1]), time.Second)
+			if err == nil {
+				c.Close()
+				t.Errorf("%s %s reachable from outside the sandboxes", f, d.net[i+1])
+			}
+		}
 	}
 	events := d.mustCLI("events", id)
 	for _, want := range []string{internalAddr, metadataAddr, "egress_denied", "egress_allowed"} {
