@@ -71,7 +71,7 @@
 // group: a second daemon needs another LogGroup) and a goroutine reads it
 // until Close, maps each message back to its sandbox (the prefix's slot
 // and the packet's source, which the spoofing rule vouches for) and calls
-// Decide with a policy.Decision: Allowed false, Via "nftables", Proto
+// Decide with a policy.Decision: Allowed false (but see below), Via "nftables", Proto
 // "tcp", "udp" or "icmp", the destination address and, for TCP and UDP,
 // port, and the reason constant as Reason. Messages the kernel could not
 // deliver (Decide too slow, the socket full) are counted from its
@@ -82,11 +82,13 @@
 // New fail with ErrNotSupported; without Decide no log rule is installed
 // and nfnetlink_log is not needed.
 //
-// Traffic that passes the address gates is not logged here: DNS goes to
-// the resolver and TCP to the egress proxy, which record their own
-// decisions (Via "dns" and "proxy"), allowed or denied, with the name
+// Allowed new flows the forward chain accepts (UDP and ICMP echo, and TCP
+// when there is no proxy) are logged the same way with the prefix
+// "sb<slot>_allowed" and become decisions with Allowed true. DNS goes to
+// the resolver and proxied TCP to the egress proxy, which record their
+// own decisions (Via "dns" and "proxy"), allowed or denied, with the name
 // when known. Together they put every egress attempt of a sandbox in its
-// event log, nftables denials within the rate limit.
+// event log, within the rate limit.
 //
 // # State and restarts
 //

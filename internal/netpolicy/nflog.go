@@ -210,8 +210,12 @@ func (r *nflogReader) handle(pkts []nflogPacket) {
 			r.log.Debug("logged denial of no known sandbox", "op", "nflog", "prefix", p.Prefix, "src", ip.Src.String())
 			continue
 		}
-		r.decide(policy.Decision{Time: time.Now(), SandboxID: id, Allowed: false, Proto: protoName(ip.Proto),
-			Dst: ip.Dst, Port: ip.Port, Reason: reason, Via: "nftables"})
+		d := policy.Decision{Time: time.Now(), SandboxID: id, Proto: protoName(ip.Proto),
+			Dst: ip.Dst, Port: ip.Port, Reason: reason, Via: "nftables"}
+		if reason == AllowedFlow {
+			d.Allowed, d.Reason = true, ""
+		}
+		r.decide(d)
 	}
 }
 

@@ -178,6 +178,9 @@ func parseLogPrefix(prefix string) (index uint32, reason string, ok bool) {
 }
 
 func isReason(r string) bool {
+	if r == AllowedFlow {
+		return true
+	}
 	for _, d := range DenialReasons {
 		if d == r {
 			return true

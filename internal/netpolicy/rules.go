@@ -21,6 +21,9 @@ const (
 	DeniedHost      = "host"      // a host address or port other than resolver/proxy
 )
 
+// AllowedFlow is the log prefix's "reason" for an allowed new flow.
+const AllowedFlow = "allowed"
+
 // DenialReasons lists every reason, in counter order.
 var DenialReasons = []string{DeniedBlocked, DeniedInternal, DeniedSandbox, DeniedAllowlist, DeniedProtocol, DeniedSpoofed, DeniedHost}
 
@@ -195,12 +198,24 @@ func (n *Network) forwardRules(s *slotState, r tableRefs, allow, resolved *nftab
 	for _, g := range n.addressGate(s, r, allow, resolved, true) {
 		rules = append(rules, n.deny(o, g.reason, g.match)...)
 	}
-	accept := verdict(expr.VerdictAccept)
-	rules = append(rules, exprs(l4proto(unix.IPPROTO_TCP, true), accept))
+	rules = append(rules, n.allow(o, l4proto(unix.IPPROTO_TCP, true))...)
 	if !domainMode(s.Policy) {
-		rules = append(rules, exprs(l4proto(unix.IPPROTO_UDP, true), accept), exprs(icmpEcho(), accept))
+		rules = append(rules, n.allow(o, l4proto(unix.IPPROTO_UDP, true))...)
+		rules = append(rules, n.allow(o, icmpEcho())...)
 	}
 	return append(rules, n.deny(o, DeniedProtocol, nil)...)
+}
+
+// allow accepts what match matches; with a decision reader, the first
+// packet of each new flow is logged (within the slot's rate limit) so the
+// allowed flows the proxy does not see (UDP, ICMP, TCP without a proxy)
+// reach the event log too.
+func (n *Network) allow(o sbObjects, match []expr.Any) [][]expr.Any {
+	var rules [][]expr.Any
+	if n.cfg.Decide != nil {
+		rules = append(rules, exprs(match, ctNew(), logLimited(o.limit, n.cfg.LogGroup, o.logPrefix(AllowedFlow))))
+	}
+	return append(rules, exprs(match, verdict(expr.VerdictAccept)))
 }
 
 // deny refuses what match matches (nil: everything) for reason: with a

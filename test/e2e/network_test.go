@@ -99,8 +99,12 @@ func TestNetworkDefaultPolicy(t *testing.T) {
 			}
 		}
 	}
+	// An allowed UDP flow, which the proxy never sees, is recorded too.
+	d.mustCLI("exec", id, "--", "python3", "-c",
+		"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('"+inetAddr+"', 9))")
+	time.Sleep(300 * time.Millisecond) // decisions reach the log asynchronously
 	events := d.mustCLI("events", id)
-	for _, want := range []string{internalAddr, metadataAddr, "egress_denied", "egress_allowed"} {
+	for _, want := range []string{internalAddr, metadataAddr, "egress_denied", "egress_allowed", "allowed udp " + inetAddr + ":9"} {
 		if !strings.Contains(events, want) {
 			t.Errorf("event log lacks %q:\n%s", want, events)
 		}
