@@ -45,3 +45,40 @@ func TestImportsGoOneWay(t *testing.T) {
 		}
 	}
 }
+
+// onlyImports lists, for the leaf packages, every non-standard import they
+// may make directly (an entry ending in "/" admits a whole tree).
+var onlyImports = map[string][]string{
+	"corral/internal/agent":               {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "golang.org/x/", "github.com/creack/pty"},
+	"corral/internal/agentapi":            {"corral/internal/errdefs", "golang.org/x/net/"},
+	"corral/internal/netpolicy":           {"corral/internal/errdefs", "corral/internal/cleanup", "corral/internal/netpolicy/policy", "golang.org/x/sys/", "github.com/google/nftables", "github.com/vishvananda/"},
+	"corral/internal/netpolicy/dnsd":      {"corral/internal/errdefs", "corral/internal/netpolicy/policy", "github.com/miekg/dns"},
+	"corral/internal/netpolicy/egress":    {"corral/internal/errdefs", "corral/internal/netpolicy/policy", "golang.org/x/sys/unix"},
+	"corral/internal/netpolicy/policy":    {"corral/internal/errdefs"},
+	"corral/internal/runtime/runtimetest": {"corral/internal/runtime", "corral/internal/agentapi"},
+}
+
+// TestLeafImports: the guest agent, the protocol and the network layer's
+// parts import only what their package docs promise.
+func TestLeafImports(t *testing.T) {
+	for pkg, allowed := range onlyImports {
+		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, imp := range strings.Fields(string(out)) {
+			if !strings.Contains(strings.Split(imp, "/")[0], ".") && !strings.HasPrefix(imp, "corral/") {
+				continue // standard library
+			}
+			ok := false
+			for _, a := range allowed {
+				if imp == a || strings.HasSuffix(a, "/") && strings.HasPrefix(imp, a) || strings.HasPrefix(imp, a+"/") {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("%s imports %s", pkg, imp)
+			}
+		}
+	}
+}
