@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"corral/internal/mountinfo"
 )
 
 // Version is the cgroup layout of the host.
@@ -77,7 +79,7 @@ func hierarchies() ([]hierarchy, error) {
 		if sep < 5 || sep+3 > len(fields) {
 			continue
 		}
-		fstype, mp := fields[sep+1], unescapeMountpoint(fields[4])
+		fstype, mp := fields[sep+1], mountinfo.Unescape(fields[4])
 		if (fstype != "cgroup" && fstype != "cgroup2") || seen[mp] {
 			continue
 		}
@@ -96,25 +98,6 @@ func hierarchies() ([]hierarchy, error) {
 		return nil, fmt.Errorf("reading mounts: %w", err)
 	}
 	return hs, nil
-}
-
-// unescapeMountpoint undoes mountinfo's octal escapes (\040 for space...).
-func unescapeMountpoint(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // clean validates a group name and returns it as a clean absolute path.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	"corral/internal/mountinfo"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -172,7 +174,7 @@ func mountsUnder(dir string) ([]string, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		mp := unescapeOctal(fields[4])
+		mp := mountinfo.Unescape(fields[4])
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			mounts = append(mounts, mp)
 		}
@@ -182,23 +184,4 @@ func mountsUnder(dir string) ([]string, error) {
 	}
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
 	return mounts, nil
-}
-
-// unescapeOctal undoes mountinfo's \ooo escapes (\040 is a space).
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
