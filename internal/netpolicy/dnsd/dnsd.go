@@ -31,14 +31,11 @@ import (
 	"corral/internal/netpolicy/policy"
 )
 
-// Lookup maps a source address to the sandbox and its current policy.
-// It is called for every query, so a policy change takes effect on the
-// next query.
-type Lookup func(src netip.Addr) (sandboxID string, p policy.Policy, ok bool)
-
-// Decide receives every decision, for the sandbox's event log. It must not
-// block for long: it runs on the query path.
-type Decide func(policy.Decision)
+// Lookup and Decide are the network layer's shared callback types.
+type (
+	Lookup = policy.Lookup
+	Decide = policy.Decide
+)
 
 // Defaults and bounds.
 const (

@@ -177,3 +177,12 @@ func (d Decision) String() string {
 	}
 	return s
 }
+
+// Lookup maps a source address to its sandbox and that sandbox's current
+// policy. The resolver and the egress proxy call it for every query and
+// connection, so a policy change takes effect on the next one.
+type Lookup func(src netip.Addr) (sandboxID string, p Policy, ok bool)
+
+// Decide receives decisions for the sandbox's event log. It runs on the
+// query or connection path and must not block.
+type Decide func(Decision)
