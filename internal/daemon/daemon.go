@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -72,7 +73,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	var record func(policy.Decision)
+	// Decisions can flow before the manager exists (sandboxes adopted from
+	// before a restart); the few made while it reconciles are dropped.
+	var record atomic.Pointer[func(policy.Decision)]
 	var networking *manager.Networking
 	if !cfg.Net.Disabled {
 		net, err := startNetwork(ctx, cfg.StateDir, cfg.Net, &record, log)
@@ -90,7 +93,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer m.Close()
-	record = m.RecordDecision
+	recordFn := m.RecordDecision
+	record.Store(&recordFn)
 	return serve(ctx, cfg, api.New(m, token, cfg.Version, log))
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"corral/internal/manager"
@@ -40,13 +41,13 @@ type network struct {
 // startNetwork sets up the kernel layer and serves the resolver and the
 // egress proxy. record receives every egress decision (for the event log);
 // it is bound after the manager exists, hence the pointer.
-func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, record *func(policy.Decision), log *slog.Logger) (*network, error) {
+func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, record *atomic.Pointer[func(policy.Decision)], log *slog.Logger) (*network, error) {
 	decide := func(d policy.Decision) {
 		if d.Time.IsZero() {
 			d.Time = time.Now()
 		}
-		if f := *record; f != nil {
-			f(d)
+		if f := record.Load(); f != nil {
+			(*f)(d)
 		}
 	}
 	layer, err := netpolicy.New(ctx, netpolicy.Config{
