@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -327,4 +328,26 @@ func randomHex(t *testing.T) string {
 		out = append(out, hex[c>>4], hex[c&15])
 	}
 	return string(out)
+}
+
+func TestWriteResolvConf(t *testing.T) {
+	root := t.TempDir()
+	// A symlink the sandbox made must be replaced, not followed.
+	outside := filepath.Join(t.TempDir(), "victim")
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "etc", "resolv.conf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeResolvConf(root, []netip.Addr{netip.MustParseAddr("10.88.0.1")}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "etc", "resolv.conf"))
+	if err != nil || !strings.Contains(string(b), "nameserver 10.88.0.1\n") {
+		t.Fatalf("resolv.conf = %q, %v", b, err)
+	}
+	if _, err := os.Stat(outside); !os.IsNotExist(err) {
+		t.Errorf("the write followed the symlink out of the root: %v", err)
+	}
 }

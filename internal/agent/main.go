@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,6 +24,14 @@ func Main(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("corral agent", flag.ContinueOnError)
 	listen := fs.String("listen", "", "where to serve the agent protocol: unix:PATH")
 	root := fs.String("root", "/", "directory that file paths are resolved in")
+	var nameservers []netip.Addr
+	fs.Func("nameserver", "write /etc/resolv.conf naming this resolver (repeatable)", func(v string) error {
+		a, err := netip.ParseAddr(v)
+		if err == nil {
+			nameservers = append(nameservers, a)
+		}
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -36,6 +45,11 @@ func Main(ctx context.Context, args []string) int {
 		log.Warn("cannot become a child subreaper; orphans will not be reaped", "op", "init", "err", err)
 	}
 	setDefaultEnv()
+	if len(nameservers) > 0 {
+		if err := writeResolvConf(*root, nameservers); err != nil {
+			log.Warn("cannot write /etc/resolv.conf", "op", "init", "err", err)
+		}
+	}
 	l, err := listenUnix(*listen)
 	if err != nil {
 		log.Error("listen failed", "op", "init", "err", err)

@@ -86,11 +86,9 @@ func (m *Manager) start(ctx context.Context, l *live) error {
 			m.log.Error("rolling back sandbox network", "sandbox", sb.ID, "err", err)
 		}
 	})
-	netns, err := m.attachNetwork(ctx, sb.ID, sb.Spec.Network)
-	if err != nil {
+	if err := m.attachNetwork(ctx, sb.ID, sb.Spec.Network, &params); err != nil {
 		return err
 	}
-	params.NetnsPath = netns
 	c.Add(func(ctx context.Context) {
 		if err := l.rt.Destroy(ctx, l.ref); err != nil {
 			m.log.Error("rolling back sandbox", "sandbox", sb.ID, "err", err)

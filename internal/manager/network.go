@@ -8,6 +8,7 @@ import (
 	"corral/internal/errdefs"
 	"corral/internal/netpolicy"
 	"corral/internal/netpolicy/policy"
+	"corral/internal/runtime"
 	"corral/internal/sandbox"
 )
 
@@ -35,17 +36,19 @@ func (m *Manager) effectiveNetwork(p policy.Policy) (policy.Policy, error) {
 // networkEnabled reports whether sandboxes get a network namespace.
 func (m *Manager) networkEnabled() bool { return m.cfg.Network != nil && m.cfg.Network.Layer != nil }
 
-// attachNetwork gives a new sandbox its namespace and rules; it returns the
-// namespace path for the runtime ("" without networking).
-func (m *Manager) attachNetwork(ctx context.Context, id string, p policy.Policy) (string, error) {
+// attachNetwork gives a new sandbox its namespace and rules, and fills in
+// the runtime's namespace path and resolver (nothing without networking).
+func (m *Manager) attachNetwork(ctx context.Context, id string, p policy.Policy, params *runtime.StartParams) error {
 	if !m.networkEnabled() {
-		return "", nil
+		return nil
 	}
 	slot, err := m.cfg.Network.Layer.Attach(ctx, id, p)
 	if err != nil {
-		return "", fmt.Errorf("attaching network: %w", err)
+		return fmt.Errorf("attaching network: %w", err)
 	}
-	return slot.NetnsPath, nil
+	params.NetnsPath = slot.NetnsPath
+	params.Nameservers = []string{slot.Gateway.String()}
+	return nil
 }
 
 // detachNetwork removes a sandbox's namespace, devices and rules.

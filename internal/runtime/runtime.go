@@ -63,6 +63,9 @@ type StartParams struct {
 	// the network layer (netpolicy) with the sandbox's interface, address
 	// and routes. Empty: the sandbox has no network at all.
 	NetnsPath string
+	// Nameservers the sandbox's /etc/resolv.conf should name (the daemon's
+	// resolver on the sandbox's gateway); empty leaves the file alone.
+	Nameservers []string
 }
 
 // State is what a runtime reports about a sandbox.

@@ -53,6 +53,9 @@ func TestNetworkDefaultPolicy(t *testing.T) {
 	if out := d.curl(id, "http://allowed.test/"); !strings.HasPrefix(out, "inet allowed.test") {
 		t.Errorf("name resolution through the daemon's resolver: %q", out)
 	}
+	if out := d.mustCLI("exec", id, "--", "cat", "/etc/resolv.conf"); !strings.Contains(out, "nameserver "+gatewayOf(t, d.sandboxAddr(id))) {
+		t.Errorf("resolv.conf does not name the sandbox's gateway: %q", out)
+	}
 	// A listener on every host address: the sandbox must reach none of them.
 	l, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {

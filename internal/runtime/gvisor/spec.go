@@ -67,7 +67,7 @@ func buildSpec(p runtime.StartParams, cgroupsPath string) *specs.Spec {
 		Version: specs.Version,
 		Process: &specs.Process{
 			User: specs.User{UID: 0, GID: 0},
-			Args: []string{guestAgentPath, "agent", "--listen", "unix:" + guestChanDir + "/" + agentSocket},
+			Args: agentArgs(p),
 			Env:  env,
 			Cwd:  "/",
 			Capabilities: &specs.LinuxCapabilities{
@@ -162,4 +162,14 @@ func writeSpec(dir string, spec *specs.Spec) error {
 		return fmt.Errorf("writing OCI spec: %w", err)
 	}
 	return nil
+}
+
+// agentArgs is PID 1's command line: the agent, its channel, and the
+// resolvers it writes into /etc/resolv.conf.
+func agentArgs(p runtime.StartParams) []string {
+	args := []string{guestAgentPath, "agent", "--listen", "unix:" + guestChanDir + "/" + agentSocket}
+	for _, ns := range p.Nameservers {
+		args = append(args, "--nameserver", ns)
+	}
+	return args
 }
