@@ -175,7 +175,7 @@ func TestGoroutinesEnd(t *testing.T) {
 		if err := <-stdinDone; err == nil {
 			t.Fatal("stdin call survived the connection")
 		}
-		env.srv.killAll()
+		env.srv.KillAll()
 		waitFor(t, "processes to end", func() bool { return retired(env.srv) })
 		waitForGoroutines(t, during)
 	})

@@ -92,7 +92,7 @@ func newEnv(t *testing.T, root string) *testEnv {
 	env.c = env.dial(t)
 	t.Cleanup(func() {
 		env.c.Close()
-		srv.killAll()
+		srv.KillAll()
 		waitFor(t, "processes to end", func() bool { return retired(srv) })
 		cancel()
 		if err := <-served; err != nil {

@@ -65,7 +65,7 @@ func Main(ctx context.Context, args []string) int {
 		select {
 		case sig := <-sigs:
 			log.Info("terminating", "op", "init", "signal", sig.String())
-			srv.killAll()
+			srv.KillAll()
 			cancel()
 		case <-ctx.Done():
 		}
@@ -133,9 +133,9 @@ func listenUnix(addr string) (net.Listener, error) {
 	return net.Listen("unix", path)
 }
 
-// killAll SIGKILLs every process group the agent started and, as PID 1,
+// KillAll SIGKILLs every process group the agent started and, as PID 1,
 // every other process in the sandbox (kill(-1) spares only the caller).
-func (s *Server) killAll() {
+func (s *Server) KillAll() {
 	for _, pgid := range s.procs.pgids() {
 		_ = unix.Kill(-pgid, unix.SIGKILL)
 	}

@@ -285,7 +285,7 @@ func TestProcessBackgroundChildDoesNotHoldEnd(t *testing.T) {
 			if d := time.Since(start); d > 30*time.Second {
 				t.Fatalf("end took %v: the background child held it", d)
 			}
-			env.srv.killAll()
+			env.srv.KillAll()
 		})
 	}
 }
