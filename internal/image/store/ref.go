@@ -27,6 +27,9 @@ func ParseRef(ref string) (string, error) {
 	if i := strings.LastIndexByte(ref, ':'); i >= 0 && !strings.Contains(ref[i+1:], "/") {
 		name, tag = ref[:i], ref[i+1:]
 	}
+	if name == "sha256" {
+		return "", errdefs.Invalid("ref", "%q is a digest, not a tag", truncate(ref))
+	}
 	if !nameRE.MatchString(name) || !tagRE.MatchString(tag) {
 		return "", errdefs.Invalid("ref", "%q is not name[:tag] (lowercase name components, tag [A-Za-z0-9_.-])", truncate(ref))
 	}
