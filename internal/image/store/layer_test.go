@@ -126,7 +126,7 @@ func TestAddLayerFailedExtractionLeavesNothing(t *testing.T) {
 
 func TestAddLayerGzipBomb(t *testing.T) {
 	s := newStore(t)
-	big := makeTar(t, entry{"zeros", string(make([]byte, 16<<20))})
+	big := makeTar(t, entry{"zeros", string(make([]byte, 8<<20))})
 	_, err := s.AddLayer(context.Background(), bytes.NewReader(gzipped(t, big)), "")
 	if !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("err = %v, want the expansion refused", err)
