@@ -106,6 +106,9 @@ func (x *extractor) entry(ctx context.Context, tr *tar.Reader, hdr *tar.Header) 
 		if target, err = x.cleanName(hdr.Name, hdr.Linkname); err != nil {
 			return err
 		}
+		if target == name {
+			return refuse(hdr.Name, "hard link to itself")
+		}
 		if !x.regular[target] {
 			return refuse(hdr.Name, "hard link target %q is not an earlier regular file of this layer", hdr.Linkname)
 		}

@@ -70,6 +70,9 @@ func TestRefused(t *testing.T) {
 			{name: "hard link to a file replaced by a symlink", entry: "h", ents: func(s sandbox) []ent {
 				return []ent{file("f", "x"), symlink("f", filepath.Join(s.outside, "sentinel")), hardlink("h", "f")}
 			}},
+			{name: "hard link to itself", entry: "f", ents: func(sandbox) []ent {
+				return []ent{file("f", "x"), hardlink("f", "/f")}
+			}},
 			{name: "hard link to a directory", entry: "h", ents: func(sandbox) []ent {
 				return []ent{dir("d/"), hardlink("h", "d")}
 			}},
