@@ -56,6 +56,8 @@ var onlyImports = map[string][]string{
 	"corral/internal/netpolicy/egress":    {"corral/internal/errdefs", "corral/internal/netpolicy/policy", "golang.org/x/sys/unix"},
 	"corral/internal/netpolicy/policy":    {"corral/internal/errdefs"},
 	"corral/internal/runtime/runtimetest": {"corral/internal/runtime", "corral/internal/agentapi"},
+	"corral/internal/image/tarx":          {"corral/internal/errdefs", "golang.org/x/sys/unix"},
+	"corral/internal/image/store":         {"corral/internal/errdefs", "corral/internal/cleanup", "corral/internal/mountinfo", "corral/internal/image/tarx", "golang.org/x/sys/unix"},
 }
 
 // TestLeafImports: the guest agent, the protocol and the network layer's

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"go/parser"
-	"go/token"
 	"io"
 	"os"
 	"path/filepath"
@@ -460,27 +458,6 @@ func TestCleanName(t *testing.T) {
 		}
 		if err != nil || got != want {
 			t.Errorf("cleanName(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-}
-
-// TestImports keeps the promise of the package doc.
-func TestImports(t *testing.T) {
-	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ImportsOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pkg := range pkgs {
-		for name, f := range pkg.Files {
-			for _, imp := range f.Imports {
-				p, _ := strconv.Unquote(imp.Path.Value)
-				std := !strings.Contains(strings.Split(p, "/")[0], ".") && !strings.HasPrefix(p, "corral/")
-				if !std && p != "golang.org/x/sys/unix" && p != "corral/internal/errdefs" {
-					t.Errorf("%s imports %s", name, p)
-				}
-			}
 		}
 	}
 }
