@@ -76,6 +76,10 @@ var routes = []route{
 	{"POST /v1/sandboxes/{id}/fs/remove", false, func(s *Server) http.HandlerFunc { return s.removePath }},
 	{"POST /v1/sandboxes/{id}/fs/rename", false, func(s *Server) http.HandlerFunc { return s.renamePath }},
 	{"POST /v1/sandboxes/{id}/fs/chmod", false, func(s *Server) http.HandlerFunc { return s.chmodPath }},
+	{"GET /v1/images", false, func(s *Server) http.HandlerFunc { return s.listImages }},
+	{"POST /v1/images/prune", false, func(s *Server) http.HandlerFunc { return s.pruneImages }},
+	{"GET /v1/images/{ref...}", false, func(s *Server) http.HandlerFunc { return s.getImage }},
+	{"DELETE /v1/images/{ref...}", false, func(s *Server) http.HandlerFunc { return s.deleteImage }},
 	// Exposed ports authorise with the sandbox's port token themselves.
 	{"/v1/sandboxes/{id}/ports/{port}/{path...}", true, func(s *Server) http.HandlerFunc { return s.proxyPort }},
 	{"GET /v1/sandboxes/{id}/tunnel/{port}", true, func(s *Server) http.HandlerFunc { return s.tunnelPort }},

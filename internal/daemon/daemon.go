@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral/internal/api"
+	imagestore "corral/internal/image/store"
 	"corral/internal/manager"
 	"corral/internal/netpolicy/policy"
 	"corral/internal/runtime"
@@ -85,9 +86,14 @@ func Run(ctx context.Context, cfg Config) error {
 		defer net.close()
 		networking = net.networking()
 	}
+	images, err := imagestore.Open(filepath.Join(cfg.StateDir, "images"), log)
+	if err != nil {
+		return fmt.Errorf("image store: %w", err)
+	}
 	m, err := manager.New(ctx, manager.Config{
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Store: st, Logger: log,
 		Runtimes: map[string]runtime.Runtime{"gvisor": gv}, MaxSandboxes: cfg.MaxSandboxes, Network: networking,
+		Images: images,
 	})
 	if err != nil {
 		return err

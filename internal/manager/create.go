@@ -75,11 +75,13 @@ func (m *Manager) start(ctx context.Context, l *live) error {
 	sb := l.snapshot()
 	params := runtime.StartParams{
 		Ref:         l.ref,
-		RootFS:      m.cfg.BaseRootFS,
 		AgentBinary: m.cfg.AgentBinary,
 		Env:         envList(sb.Spec.Env),
 		Resources:   resourcesOf(sb.Spec),
 		Hostname:    sb.ID,
+	}
+	if err := m.prepareImage(c, l, &params); err != nil {
+		return err
 	}
 	c.Add(func(ctx context.Context) {
 		if err := m.detachNetwork(ctx, sb.ID); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
+	imagestore "corral/internal/image/store"
 	"corral/internal/netpolicy/policy"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
@@ -41,6 +42,8 @@ type Config struct {
 	// Network gives sandboxes a namespace and a policy; nil: sandboxes
 	// run with no network (block_network).
 	Network *Networking
+	// Images holds images other than the base; nil: only "base" exists.
+	Images *imagestore.Store
 	// MaxSandboxes bounds live sandboxes (admission control). Default 64.
 	MaxSandboxes int
 	// AgentTimeout bounds the wait for a new sandbox's agent. Default 30 s.

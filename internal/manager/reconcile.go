@@ -57,6 +57,9 @@ func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {
 		if derr == nil {
 			derr = m.detachNetwork(ctx, sb.ID)
 		}
+		if derr == nil {
+			m.releaseImage(sb.ID)
+		}
 		if derr != nil {
 			m.log.Error("destroying half-created sandbox", "sandbox", sb.ID, "err", derr)
 			return
@@ -150,6 +153,7 @@ func (m *Manager) destroyOrphans(ctx context.Context, known map[string]bool) {
 		}
 	}
 	m.destroyOrphanNetworks(ctx, known)
+	m.releaseOrphanLeases(known)
 	for id, rt := range orphans {
 		ref := runtime.Ref{ID: id, Dir: filepath.Join(m.cfg.sandboxesDir(), id)}
 		m.log.Warn("destroying orphaned sandbox", "sandbox", id, "runtime", rt.Name())

@@ -52,6 +52,9 @@ func (m *Manager) terminateLocked(l *live, reason string, exitCode *int) (*sandb
 	if err == nil {
 		err = m.detachNetwork(ctx, l.ref.ID)
 	}
+	if err == nil {
+		m.releaseImage(l.ref.ID)
+	}
 	if err != nil {
 		// Stay in terminating: the record says cleanup is owed, and the next
 		// reconcile retries it.

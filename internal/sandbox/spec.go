@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -36,6 +35,7 @@ var Runtimes = []string{"gvisor", "vm"}
 type Spec struct {
 	Runtime       string            `json:"runtime"`
 	Image         string            `json:"image"`
+	ImageDigest   string            `json:"image_digest,omitempty"` // resolved at create
 	CPU           float64           `json:"cpu"`
 	CPULimit      float64           `json:"cpu_limit"`
 	MemoryMB      int64             `json:"memory_mb"`
@@ -160,8 +160,8 @@ func (s *Spec) normalizeTimes() error {
 }
 
 func (s *Spec) validateStrings() error {
-	if s.Image != "base" {
-		return fmt.Errorf("%w: image: only the base image exists until images are built (got %q)", errdefs.ErrNotFound, s.Image)
+	if len(s.Image) > 512 || strings.ContainsAny(s.Image, "\x00 \t\n") {
+		return errdefs.Invalid("image", "%q is not an image reference", s.Image)
 	}
 	if s.Name != "" && !nameRE.MatchString(s.Name) {
 		return errdefs.Invalid("name", "%q must match %s", s.Name, nameRE)

@@ -29,7 +29,7 @@ func TestNormalize(t *testing.T) {
 		{"relative workdir", Spec{Workdir: "tmp"}, "workdir"},
 		{"bad name", Spec{Name: "../x"}, "name"},
 		{"empty entrypoint word", Spec{Entrypoint: []string{""}}, "entrypoint"},
-		{"unknown image", Spec{Image: "nope:1"}, "image"},
+		{"bad image ref", Spec{Image: "a b"}, "image"},
 		{"tiny disk", Spec{DiskMB: 1}, "disk_mb"},
 	}
 	for _, tt := range tests {

@@ -209,3 +209,36 @@ type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
+
+// Image is one image in the daemon's store.
+type Image struct {
+	Digest  string    `json:"digest"`
+	Tags    []string  `json:"tags,omitempty"`
+	Layers  []string  `json:"layers"`
+	Size    int64     `json:"size"`
+	Created time.Time `json:"created"`
+	Env     []string  `json:"env,omitempty"`
+	Cmd     []string  `json:"cmd,omitempty"`
+	Workdir string    `json:"workdir,omitempty"`
+	User    string    `json:"user,omitempty"`
+	InUse   bool      `json:"in_use"`
+}
+
+// ImageList is the body of GET /v1/images.
+type ImageList struct {
+	Images []Image `json:"images"`
+}
+
+// PullRequest is the body of POST /v1/images/pull.
+type PullRequest struct {
+	Ref string `json:"ref"`
+	// Insecure allows a plain-HTTP registry (loopback registries always may).
+	Insecure bool `json:"insecure,omitempty"`
+}
+
+// PruneReport is the body of POST /v1/images/prune.
+type PruneReport struct {
+	Images []string `json:"images"`
+	Layers []string `json:"layers"`
+	Bytes  int64    `json:"bytes"`
+}

@@ -1,0 +1,108 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"corral/internal/cleanup"
+	"corral/internal/errdefs"
+	imagestore "corral/internal/image/store"
+	"corral/internal/runtime"
+)
+
+// baseImage is the image name of the Debian base every daemon has.
+const baseImage = "base"
+
+// prepareImage resolves the sandbox's image, leases it for the sandbox's
+// life (undone by c) and fills in the runtime's root filesystem and the
+// image's defaults (env under the sandbox's own, workdir).
+func (m *Manager) prepareImage(c *cleanup.Cleanup, l *live, params *runtime.StartParams) error {
+	sb := l.snapshot()
+	if sb.Spec.Image == baseImage {
+		params.RootFS = m.cfg.BaseRootFS
+		return nil
+	}
+	if m.cfg.Images == nil {
+		return fmt.Errorf("%w: image %q: this daemon has no image store", errdefs.ErrNotFound, sb.Spec.Image)
+	}
+	img, err := m.cfg.Images.Resolve(sb.Spec.Image)
+	if err != nil {
+		return fmt.Errorf("image %q: %w", sb.Spec.Image, err)
+	}
+	if err := m.cfg.Images.Lease(sb.ID, img.Digest); err != nil {
+		return fmt.Errorf("leasing image %s: %w", img.Digest, err)
+	}
+	c.Add(func(context.Context) { m.releaseImage(sb.ID) })
+	root, err := m.cfg.Images.RootFS(img.Digest)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", img.Digest, err)
+	}
+	params.RootFS = root
+	params.Env = mergeEnv(img.Config.Env, params.Env)
+	l.mu.Lock()
+	l.sb.Spec.ImageDigest = string(img.Digest)
+	if l.sb.Spec.Workdir == "" {
+		l.sb.Spec.Workdir = img.Config.Workdir
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// releaseImage drops a sandbox's image lease (no-op without one).
+func (m *Manager) releaseImage(id string) {
+	if m.cfg.Images == nil {
+		return
+	}
+	if err := m.cfg.Images.Release(id); err != nil {
+		m.log.Error("releasing image lease", "sandbox", id, "err", err)
+	}
+}
+
+// releaseOrphanLeases drops leases held for sandboxes with no live record.
+func (m *Manager) releaseOrphanLeases(known map[string]bool) {
+	if m.cfg.Images == nil {
+		return
+	}
+	leases, err := m.cfg.Images.Leases()
+	if err != nil {
+		m.log.Error("listing image leases", "err", err)
+		return
+	}
+	for id := range leases {
+		if !known[id] {
+			m.releaseImage(id)
+		}
+	}
+}
+
+// mergeEnv returns base with over's variables replacing same-named ones.
+func mergeEnv(base, over []string) []string {
+	seen := map[string]bool{}
+	for _, kv := range over {
+		k, _, _ := strings.Cut(kv, "=")
+		seen[k] = true
+	}
+	out := make([]string, 0, len(base)+len(over))
+	for _, kv := range base {
+		if k, _, _ := strings.Cut(kv, "="); !seen[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, over...)
+}
+
+// Images returns the image store (nil when the daemon has none).
+func (m *Manager) Images() *imagestore.Store { return m.cfg.Images }
+
+// ImageInUse reports whether a live sandbox leases the image d.
+func (m *Manager) ImageInUse(d imagestore.Digest) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range m.live {
+		if l.snapshot().Spec.ImageDigest == string(d) {
+			return true
+		}
+	}
+	return false
+}
