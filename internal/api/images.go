@@ -2,9 +2,13 @@ package api
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 
 	"corral/internal/errdefs"
+	"corral/internal/image/oci"
 	"corral/internal/image/store"
 	"corral/pkg/apiv1"
 )
@@ -94,4 +98,66 @@ func (s *Server) pruneImages(w http.ResponseWriter, r *http.Request) {
 		out.Layers = append(out.Layers, string(d))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// maxImportBytes bounds an uploaded image archive.
+const maxImportBytes = 64 << 30
+
+// importImage stores the uploaded archive (docker save, or a tar of an OCI
+// layout) in a temporary file and imports it under ?ref=.
+func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
+	st, err := s.images()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ref := r.URL.Query().Get("ref")
+	if _, err := store.ParseRef(ref); err != nil {
+		writeError(w, errdefs.Invalid("ref", "%v", err))
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Join(st.Root(), "tmp"), "import-*.tar")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, http.MaxBytesReader(w, r.Body, maxImportBytes))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		writeError(w, errdefs.Invalid("body", "reading the archive: %v", err))
+		return
+	}
+	img, err := oci.Import(r.Context(), st, tmp.Name(), ref)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.toImage(st, img))
+}
+
+// pullImage fetches an image from a registry.
+func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
+	st, err := s.images()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var req apiv1.PullRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Ref == "" || len(req.Ref) > 512 {
+		writeError(w, errdefs.Invalid("ref", "required, at most 512 bytes"))
+		return
+	}
+	img, err := oci.Pull(r.Context(), st, req.Ref, oci.PullOptions{Insecure: req.Insecure})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.toImage(st, img))
 }

@@ -78,6 +78,8 @@ var routes = []route{
 	{"POST /v1/sandboxes/{id}/fs/chmod", false, func(s *Server) http.HandlerFunc { return s.chmodPath }},
 	{"GET /v1/images", false, func(s *Server) http.HandlerFunc { return s.listImages }},
 	{"POST /v1/images/prune", false, func(s *Server) http.HandlerFunc { return s.pruneImages }},
+	{"POST /v1/images/import", false, func(s *Server) http.HandlerFunc { return s.importImage }},
+	{"POST /v1/images/pull", false, func(s *Server) http.HandlerFunc { return s.pullImage }},
 	{"GET /v1/images/{ref...}", false, func(s *Server) http.HandlerFunc { return s.getImage }},
 	{"DELETE /v1/images/{ref...}", false, func(s *Server) http.HandlerFunc { return s.deleteImage }},
 	// Exposed ports authorise with the sandbox's port token themselves.

@@ -2,6 +2,8 @@ package corral
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/url"
 
 	"corral/pkg/apiv1"
@@ -39,4 +41,25 @@ func (c *Client) PruneImages(ctx context.Context) (apiv1.PruneReport, error) {
 func escapeRef(ref string) string {
 	u := url.URL{Path: ref}
 	return u.EscapedPath()
+}
+
+// ImportImage uploads an image archive (docker save, or a tar of an OCI
+// layout) and tags it ref.
+func (c *Client) ImportImage(ctx context.Context, r io.Reader, ref string) (*apiv1.Image, error) {
+	resp, err := c.do(ctx, "POST", "/v1/images/import", url.Values{"ref": {ref}}, io.NopCloser(r), "application/x-tar")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var img apiv1.Image
+	return &img, json.NewDecoder(resp.Body).Decode(&img)
+}
+
+// PullImage fetches an image from a registry into the daemon.
+func (c *Client) PullImage(ctx context.Context, ref string, insecure bool) (*apiv1.Image, error) {
+	var img apiv1.Image
+	if err := c.call(ctx, "POST", "/v1/images/pull", nil, apiv1.PullRequest{Ref: ref, Insecure: insecure}, &img); err != nil {
+		return nil, err
+	}
+	return &img, nil
 }
