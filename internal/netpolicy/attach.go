@@ -148,7 +148,7 @@ func (n *Network) Detach(ctx context.Context, id string) error {
 
 // installSandbox adds the slot's nftables objects in one transaction.
 func (n *Network) installSandbox(s *slotState) error {
-	c, err := nftables.New()
+	c, err := newConn()
 	if err != nil {
 		return fmt.Errorf("opening nftables: %w", err)
 	}
@@ -166,7 +166,7 @@ func (n *Network) installSandbox(s *slotState) error {
 // chains with their rules (they reference sets and objects), then sets,
 // counters and the log limit.
 func (n *Network) removeSandbox(s *slotState) error {
-	c, err := nftables.New()
+	c, err := newConn()
 	if err != nil {
 		return fmt.Errorf("opening nftables: %w", err)
 	}

@@ -1,12 +1,14 @@
 package netpolicy
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -90,9 +92,22 @@ func (n *Network) snapshot(c *nftables.Conn, slots []*slotState) preserved {
 }
 
 // rebuild replaces Corral's table with one built from the recorded slots,
-// in one transaction, so traffic never sees a half-built table.
+// in one transaction, so traffic never sees a half-built table. A receive
+// buffer overrun while reading the transaction's acks (ENOBUFS) leaves its
+// outcome unknown; rebuilding again is safe, so it is retried.
 func (n *Network) rebuild(slots []*slotState) error {
-	c, err := nftables.New()
+	var err error
+	for try := 0; try < 3; try++ {
+		if err = n.rebuildOnce(slots); !errors.Is(err, unix.ENOBUFS) {
+			return err
+		}
+		n.cfg.Logger.Warn("nftables acks overran the socket buffer; rebuilding again", "op", "init", "try", try+1)
+	}
+	return err
+}
+
+func (n *Network) rebuildOnce(slots []*slotState) error {
+	c, err := newConn()
 	if err != nil {
 		return fmt.Errorf("opening nftables: %w", err)
 	}
@@ -183,7 +198,7 @@ func (n *Network) addBase(c *nftables.Conn) (tableRefs, error) {
 
 // deleteTable removes Corral's table if it exists.
 func (n *Network) deleteTable() error {
-	c, err := nftables.New()
+	c, err := newConn()
 	if err != nil {
 		return fmt.Errorf("opening nftables: %w", err)
 	}
@@ -196,4 +211,17 @@ func (n *Network) deleteTable() error {
 		return fmt.Errorf("deleting table %s: %w", n.cfg.Table, err)
 	}
 	return nil
+}
+
+// netlinkReadBuffer is the receive buffer asked for on nftables sockets
+// (the kernel caps it at net.core.rmem_max): a transaction's acks for a
+// host with many sandboxes overflow the default and fail with ENOBUFS.
+const netlinkReadBuffer = 8 << 20
+
+// newConn opens an nftables connection with a large receive buffer.
+func newConn() (*nftables.Conn, error) {
+	return nftables.New(nftables.WithSockOptions(func(c *netlink.Conn) error {
+		_ = c.SetReadBuffer(netlinkReadBuffer) // best effort: the cap is the host's
+		return nil
+	}))
 }

@@ -80,7 +80,7 @@ func (n *Network) SetPolicy(ctx context.Context, id string, p policy.Policy) err
 
 // replaceRules swaps the slot's rules in one transaction.
 func (n *Network) replaceRules(s *slotState, flushResolved bool) error {
-	c, err := nftables.New()
+	c, err := newConn()
 	if err != nil {
 		return fmt.Errorf("opening nftables: %w", err)
 	}
@@ -143,7 +143,7 @@ func (n *Network) AllowResolved(id string, addrs []netip.Addr, ttl time.Duration
 	if len(els) == 0 || s.Policy.BlockNetwork {
 		return nil
 	}
-	c, err := nftables.New()
+	c, err := newConn()
 	if err != nil {
 		return fmt.Errorf("opening nftables: %w", err)
 	}
@@ -184,7 +184,7 @@ func (n *Network) DenialCounts(id string) (map[string]uint64, error) {
 	if !ok {
 		return nil, fmt.Errorf("reading denials of %s: %w", id, errdefs.ErrNotFound)
 	}
-	c, err := nftables.New()
+	c, err := newConn()
 	if err != nil {
 		return nil, fmt.Errorf("opening nftables: %w", err)
 	}

@@ -51,7 +51,7 @@ func TestImportsGoOneWay(t *testing.T) {
 var onlyImports = map[string][]string{
 	"corral/internal/agent":               {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "golang.org/x/", "github.com/creack/pty"},
 	"corral/internal/agentapi":            {"corral/internal/errdefs", "golang.org/x/net/"},
-	"corral/internal/netpolicy":           {"corral/internal/errdefs", "corral/internal/cleanup", "corral/internal/mountinfo", "corral/internal/netpolicy/policy", "golang.org/x/sys/", "github.com/google/nftables", "github.com/vishvananda/"},
+	"corral/internal/netpolicy":           {"corral/internal/errdefs", "corral/internal/cleanup", "corral/internal/mountinfo", "corral/internal/netpolicy/policy", "golang.org/x/sys/", "github.com/google/nftables", "github.com/vishvananda/", "github.com/mdlayher/netlink"},
 	"corral/internal/netpolicy/dnsd":      {"corral/internal/errdefs", "corral/internal/netpolicy/policy", "github.com/miekg/dns"},
 	"corral/internal/netpolicy/egress":    {"corral/internal/errdefs", "corral/internal/netpolicy/policy", "golang.org/x/sys/unix"},
 	"corral/internal/netpolicy/policy":    {"corral/internal/errdefs"},
