@@ -26,5 +26,6 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&cfg.RootFS, "rootfs", "/var/lib/corral/rootfs/debian-bookworm", "root filesystem for the baseline (the daemon's base)")
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory for the baseline (default: the system temp dir)")
 	f.IntVar(&cfg.FileMiB, "file-mib", 64, "size of the throughput file in MiB")
+	f.StringVar(&cfg.Image, "image", "", "also measure time to interactive from this image, beside the base")
 	return cmd
 }

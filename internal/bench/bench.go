@@ -26,6 +26,7 @@ type Config struct {
 	RootFS    string // the base root filesystem, as the daemon uses it
 	WorkDir   string // scratch space for raw runsc bundles and state
 	FileMiB   int    // size of the throughput file
+	Image     string // also measure time to interactive from this image ("" skips)
 }
 
 // Result is one measured figure.
@@ -54,7 +55,7 @@ func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error
 	defer raw.close()
 	fmt.Fprintf(out, "corral bench: n=%d, file=%d MiB, runsc=%s\n\n", cfg.N, cfg.FileMiB, raw.version())
 
-	tti, err := corralTTI(ctx, c, cfg.N)
+	tti, err := corralTTI(ctx, c, cfg.N, "")
 	if err != nil {
 		return fmt.Errorf("corral time to interactive: %w", err)
 	}
@@ -71,6 +72,17 @@ func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error
 		return fmt.Errorf("raw runsc exec: %w", err)
 	}
 	report(out, "time to interactive (create → first output of echo)", tti, rawTTI)
+	if cfg.Image != "" {
+		imgTTI, err := corralTTI(ctx, c, cfg.N, cfg.Image)
+		if err != nil {
+			return fmt.Errorf("corral time to interactive from %s: %w", cfg.Image, err)
+		}
+		fmt.Fprintf(out, "time to interactive from image %s\n", cfg.Image)
+		fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "image", ms(imgTTI.Percentile(50)), ms(imgTTI.Percentile(95)))
+		fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "base", ms(tti.Percentile(50)), ms(tti.Percentile(95)))
+		fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
+			ratio(imgTTI.Percentile(50), tti.Percentile(50)), ratio(imgTTI.Percentile(95), tti.Percentile(95)))
+	}
 	report(out, "exec round trip (echo in a running sandbox)", execs, rawExecs)
 	return fileThroughput(ctx, c, cfg.FileMiB, out)
 }
@@ -94,11 +106,11 @@ func ratio(a, b time.Duration) float64 {
 
 // corralTTI creates n sandboxes one after another and times create through
 // the first stdout byte of echo; removal is not timed.
-func corralTTI(ctx context.Context, c *corral.Client, n int) (Result, error) {
+func corralTTI(ctx context.Context, c *corral.Client, n int, image string) (Result, error) {
 	res := Result{Name: "corral tti"}
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{})
+		sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{Image: image})
 		if err != nil {
 			return res, err
 		}
