@@ -101,6 +101,16 @@ func (l *live) idleFor(now time.Time) time.Duration {
 	return now.Sub(l.lastActive)
 }
 
+// detached reports whether detach was called.
+func (l *live) detached() bool {
+	select {
+	case <-l.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // detach stops the background watchers without touching the sandbox (the
 // daemon is shutting down; the next one adopts the sandbox).
 func (l *live) detach() {

@@ -114,6 +114,9 @@ func (m *Manager) Wait(ctx context.Context, id string) (int, string, error) {
 
 // terminateAsync ends a sandbox from a background watcher.
 func (m *Manager) terminateAsync(id, reason string, exitCode *int) {
+	if m.ctx.Err() != nil {
+		return // the daemon is stopping; the next one reconciles
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

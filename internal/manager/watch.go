@@ -54,7 +54,10 @@ func (m *Manager) watchLoop(l *live, client *agentapi.Client) {
 // agentLost handles a dropped agent connection: if the sandbox is gone it
 // crashed; if it still runs, reconnect once.
 func (m *Manager) agentLost(l *live) {
-	if l.state() != sandbox.Running {
+	if l.state() != sandbox.Running || l.detached() || m.ctx.Err() != nil {
+		// The daemon is stopping (or the sandbox is being ended): the
+		// connection went because we closed it, not because the sandbox
+		// died. The next daemon adopts the sandbox.
 		return
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
