@@ -11,7 +11,8 @@
 //
 // dnsd owns the query path only: it sets no firewall rules and keeps no
 // event log (decisions go to the Decide callback). It imports only
-// corral/internal/netpolicy/policy, corral/internal/errdefs, the standard
+// corral/internal/netpolicy/policy, corral/internal/errdefs,
+// corral/internal/keylimit, the standard
 // library and github.com/miekg/dns.
 package dnsd
 
@@ -28,6 +29,7 @@ import (
 	"github.com/miekg/dns"
 
 	"corral/internal/errdefs"
+	"corral/internal/keylimit"
 	"corral/internal/netpolicy/policy"
 )
 
@@ -111,8 +113,8 @@ type Server struct {
 	closed bool
 	wg     sync.WaitGroup // Serve calls and everything they started
 
-	inflight   limiter // per sandbox
-	tcpPerSrc  limiter // per source address
+	inflight   keylimit.Limiter // per sandbox
+	tcpPerSrc  keylimit.Limiter // per source address
 	udpWorkers chan struct{}
 	tcpConns   chan struct{}
 	cache      *cache
@@ -153,8 +155,8 @@ func New(cfg Config) (*Server, error) {
 		upstream:   upstream,
 		ctx:        ctx,
 		cancel:     cancel,
-		inflight:   limiter{max: cfg.MaxInFlight},
-		tcpPerSrc:  limiter{max: maxTCPConnsPerSource},
+		inflight:   keylimit.Limiter{Max: cfg.MaxInFlight},
+		tcpPerSrc:  keylimit.Limiter{Max: maxTCPConnsPerSource},
 		udpWorkers: make(chan struct{}, maxUDPWorkers),
 		tcpConns:   make(chan struct{}, maxTCPConns),
 		cache:      newCache(cfg.CacheSize),
@@ -307,21 +309,21 @@ func (s *Server) serveTCP(ctx context.Context, l net.Listener, wg *sync.WaitGrou
 		backoff = 0
 		src := addrOf(c.RemoteAddr())
 		key := src.String()
-		if !s.tcpPerSrc.acquire(key) {
+		if !s.tcpPerSrc.Acquire(key) {
 			c.Close()
 			continue
 		}
 		select {
 		case s.tcpConns <- struct{}{}:
 		default:
-			s.tcpPerSrc.release(key)
+			s.tcpPerSrc.Release(key)
 			c.Close()
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer s.tcpPerSrc.release(key)
+			defer s.tcpPerSrc.Release(key)
 			defer func() { <-s.tcpConns }()
 			s.serveTCPConn(ctx, c, src)
 		}()
@@ -356,34 +358,4 @@ func addrOf(a net.Addr) netip.Addr {
 		return netip.Addr{}
 	}
 	return ap.Addr().Unmap()
-}
-
-// limiter bounds concurrent holders per key.
-type limiter struct {
-	mu  sync.Mutex
-	max int
-	n   map[string]int
-}
-
-func (l *limiter) acquire(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n == nil {
-		l.n = map[string]int{}
-	}
-	if l.n[key] >= l.max {
-		return false
-	}
-	l.n[key]++
-	return true
-}
-
-func (l *limiter) release(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n[key] <= 1 {
-		delete(l.n, key)
-		return
-	}
-	l.n[key]--
 }

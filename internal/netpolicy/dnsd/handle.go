@@ -95,11 +95,11 @@ func (s *Server) handle(ctx context.Context, src netip.Addr, raw []byte, tcp boo
 		s.decide(decision, false, ReasonNotAllowed)
 		return s.reply(req, dns.RcodeNameError, size)
 	}
-	if !s.inflight.acquire(sandboxID) {
+	if !s.inflight.Acquire(sandboxID) {
 		s.log.Debug("dns query refused: too many in flight", "sandbox", sandboxID, "name", name)
 		return s.reply(req, dns.RcodeServerFailure, size)
 	}
-	defer s.inflight.release(sandboxID)
+	defer s.inflight.Release(sandboxID)
 	resp, err := s.exchange(ctx, upstreamQuery(req))
 	if err != nil {
 		s.log.Info("dns forward failed", "sandbox", sandboxID, "name", name, "err", err)

@@ -54,11 +54,11 @@ func (p *Proxy) handle(ctx context.Context, c *net.TCPConn) {
 	}
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	d := policy.Decision{SandboxID: sandboxID, Proto: "tcp", Via: "proxy", Dst: dst.Addr(), Port: dst.Port()}
-	if !p.perSandbox.acquire(sandboxID) {
+	if !p.perSandbox.Acquire(sandboxID) {
 		p.decide(d, false, ReasonTooMany)
 		return
 	}
-	defer p.perSandbox.release(sandboxID)
+	defer p.perSandbox.Release(sandboxID)
 
 	if reason := p.checkAddr(pol, dst, c, log); reason != "" {
 		p.decide(d, false, reason)

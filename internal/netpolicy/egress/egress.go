@@ -19,7 +19,8 @@
 //
 // egress owns the connection path only: no firewall rules, no DNS, no event
 // storage. It imports only corral/internal/netpolicy/policy,
-// corral/internal/errdefs, the standard library and golang.org/x/sys/unix.
+// corral/internal/errdefs, corral/internal/keylimit, the standard library
+// and golang.org/x/sys/unix.
 package egress
 
 import (
@@ -33,6 +34,7 @@ import (
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/keylimit"
 	"corral/internal/netpolicy/policy"
 )
 
@@ -107,7 +109,7 @@ type Proxy struct {
 	wg     sync.WaitGroup // Serve calls and their connections
 
 	slots      chan struct{} // overall connection bound
-	perSandbox limiter
+	perSandbox keylimit.Limiter
 	local      localAddrs
 }
 
@@ -147,7 +149,7 @@ func New(cfg Config) (*Proxy, error) {
 		ctx:        ctx,
 		cancel:     cancel,
 		slots:      make(chan struct{}, cfg.MaxConns),
-		perSandbox: limiter{max: cfg.MaxConnsPerSandbox},
+		perSandbox: keylimit.Limiter{Max: cfg.MaxConnsPerSandbox},
 		local:      localAddrs{list: cfg.LocalAddrs},
 	}, nil
 }
@@ -236,36 +238,6 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// limiter bounds concurrent holders per key.
-type limiter struct {
-	mu  sync.Mutex
-	max int
-	n   map[string]int
-}
-
-func (l *limiter) acquire(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n == nil {
-		l.n = map[string]int{}
-	}
-	if l.n[key] >= l.max {
-		return false
-	}
-	l.n[key]++
-	return true
-}
-
-func (l *limiter) release(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n[key] <= 1 {
-		delete(l.n, key)
-		return
-	}
-	l.n[key]--
 }
 
 // localAddrs caches the host's own addresses for localAddrsTTL.
