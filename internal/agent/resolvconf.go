@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+
+	"corral/internal/agentapi"
 
 	"corral/internal/fspath"
 )
@@ -28,11 +31,15 @@ func writeResolvConf(root string, servers []netip.Addr) error {
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(etc, ".resolv.conf-*")
+	// A fixed temporary name (the agent writes this once, at start), so
+	// that a runtime exporting the sandbox's changes knows both names to
+	// leave out: agentapi.RuntimeWrittenFiles.
+	tmpPath := filepath.Join(etc, filepath.Base(agentapi.ResolvConfTemp))
+	tmp, err := os.OpenFile(tmpPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer os.Remove(tmpPath)
 	if _, err := tmp.WriteString(b.String()); err != nil {
 		tmp.Close()
 		return err
@@ -44,5 +51,5 @@ func writeResolvConf(root string, servers []netip.Addr) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), filepath.Join(etc, "resolv.conf"))
+	return os.Rename(tmpPath, filepath.Join(etc, "resolv.conf"))
 }

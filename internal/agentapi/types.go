@@ -218,3 +218,14 @@ type ChmodRequest struct {
 	Path string `json:"path"`
 	Mode uint32 `json:"mode"`
 }
+
+// Files the agent itself writes into a sandbox's root at start, as paths
+// inside the sandbox. They describe the sandbox, not its image, so a
+// runtime exporting the sandbox's filesystem changes leaves them out.
+const (
+	ResolvConf     = "/etc/resolv.conf"
+	ResolvConfTemp = "/etc/.resolv.conf.corral"
+)
+
+// RuntimeWrittenFiles lists those files.
+var RuntimeWrittenFiles = []string{ResolvConf, ResolvConfTemp}

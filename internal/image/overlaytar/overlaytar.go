@@ -1,0 +1,206 @@
+// Package overlaytar turns a tar of an overlayfs upper directory into an OCI
+// layer tar with the same changes.
+//
+// A runtime records a sandbox's filesystem changes as an overlayfs upper
+// layer: gVisor's `runsc tar rootfs-upper` serialises its in-sandbox
+// overlay that way, and a VM's guest overlayfs writes the same format to
+// its scratch disk. In that format a deleted path is a 0/0 character
+// device (possibly several names hard-linked to one such device), and a
+// directory that hides everything below it carries the xattr
+// trusted.overlay.opaque=y. An OCI layer says the same with ".wh.<name>"
+// and ".wh..wh..opq" marker files, which is what the image store and every
+// other OCI tool read.
+//
+// The input comes from inside a sandbox and is treated as hostile: names are
+// cleaned, "trusted." xattrs never pass through, names that already look
+// like whiteout markers are refused, and device nodes other than whiteouts,
+// FIFOs and sockets are left out (and counted). The output still goes
+// through the store's safe extractor.
+//
+// This package imports only the standard library and errdefs.
+package overlaytar
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"corral/internal/errdefs"
+)
+
+const (
+	whiteoutPrefix = ".wh."
+	opaqueMarker   = ".wh..wh..opq"
+	paxXattr       = "SCHILY.xattr."
+	opaqueXattr    = paxXattr + "trusted.overlay.opaque"
+	maxSkipped     = 20
+)
+
+// Options tune a conversion.
+type Options struct {
+	// Exclude lists absolute paths left out of the layer, and deletions of
+	// them too: files the runtime itself writes into every sandbox.
+	Exclude []string
+}
+
+// Stats describes a conversion.
+type Stats struct {
+	Entries   int // entries written, markers included
+	Whiteouts int // deletions
+	Opaque    int // opaque directories
+	// Skipped names entries left out because a layer cannot hold them
+	// (devices, FIFOs, sockets); at most 20 are kept, SkippedCount counts
+	// them all.
+	Skipped      []string
+	SkippedCount int
+}
+
+// Convert reads an overlayfs upper tar from r and writes the OCI layer tar
+// to w.
+func Convert(r io.Reader, w io.Writer, opts Options) (Stats, error) {
+	c := converter{
+		tr:        tar.NewReader(r),
+		tw:        tar.NewWriter(w),
+		exclude:   map[string]bool{},
+		whiteouts: map[string]bool{},
+	}
+	for _, p := range opts.Exclude {
+		c.exclude[cleanName(p)] = true
+	}
+	for {
+		hdr, err := c.tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return c.st, fmt.Errorf("reading upper layer tar: %w", err)
+		}
+		if err := c.entry(hdr); err != nil {
+			return c.st, err
+		}
+	}
+	if err := c.tw.Close(); err != nil {
+		return c.st, fmt.Errorf("writing layer tar: %w", err)
+	}
+	return c.st, nil
+}
+
+type converter struct {
+	tr        *tar.Reader
+	tw        *tar.Writer
+	exclude   map[string]bool
+	whiteouts map[string]bool // names already turned into whiteouts
+	st        Stats
+}
+
+func (c *converter) entry(hdr *tar.Header) error {
+	name := cleanName(hdr.Name)
+	if name == "" || hdr.Typeflag == tar.TypeXGlobalHeader {
+		return nil // the layer root, or archive-wide defaults
+	}
+	if strings.HasPrefix(path.Base(name), whiteoutPrefix) {
+		return fmt.Errorf("%w: upper layer entry %q: a name beginning with %q cannot be stored in a layer", errdefs.ErrInvalidArgument, name, whiteoutPrefix)
+	}
+	if c.exclude[name] {
+		return nil
+	}
+	switch hdr.Typeflag {
+	case tar.TypeChar:
+		if hdr.Devmajor == 0 && hdr.Devminor == 0 {
+			return c.whiteout(name)
+		}
+		c.skip(name)
+		return nil
+	case tar.TypeBlock, tar.TypeFifo:
+		c.skip(name)
+		return nil
+	case tar.TypeLink:
+		target := cleanName(hdr.Linkname)
+		if c.whiteouts[target] {
+			return c.whiteout(name)
+		}
+		if c.exclude[target] {
+			return fmt.Errorf("%w: upper layer entry %q: a hard link to %q, which is not part of a layer", errdefs.ErrInvalidArgument, name, target)
+		}
+		hdr.Linkname = target
+	case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
+	default:
+		c.skip(name)
+		return nil
+	}
+	return c.copy(hdr, name)
+}
+
+// copy writes hdr (under its cleaned name) and its data, without trusted.
+// xattrs; an opaque directory is followed by its marker.
+func (c *converter) copy(hdr *tar.Header, name string) error {
+	opaque := hdr.Typeflag == tar.TypeDir && hdr.PAXRecords[opaqueXattr] == "y"
+	out := *hdr
+	out.Name = name
+	if hdr.Typeflag == tar.TypeDir {
+		out.Name += "/"
+	}
+	out.Format = tar.FormatUnknown
+	out.PAXRecords = nil
+	out.Xattrs = nil //nolint:staticcheck // cleared so that the deprecated field cannot carry one back
+	for k, v := range hdr.PAXRecords {
+		if strings.HasPrefix(k, paxXattr) && !strings.HasPrefix(k, paxXattr+"trusted.") {
+			if out.PAXRecords == nil {
+				out.PAXRecords = map[string]string{}
+			}
+			out.PAXRecords[k] = v
+		}
+	}
+	if err := c.tw.WriteHeader(&out); err != nil {
+		return fmt.Errorf("writing layer entry %q: %w", name, err)
+	}
+	if hdr.Typeflag == tar.TypeReg {
+		if _, err := io.Copy(c.tw, c.tr); err != nil {
+			return fmt.Errorf("copying layer entry %q: %w", name, err)
+		}
+	}
+	c.st.Entries++
+	if !opaque {
+		return nil
+	}
+	c.st.Opaque++
+	return c.marker(path.Join(name, opaqueMarker), hdr)
+}
+
+func (c *converter) whiteout(name string) error {
+	c.whiteouts[name] = true
+	c.st.Whiteouts++
+	dir, base := path.Split(name)
+	return c.marker(dir+whiteoutPrefix+base, nil)
+}
+
+// marker writes an empty marker file (owned by root, mode 0, with from's
+// times when given).
+func (c *converter) marker(name string, from *tar.Header) error {
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0}
+	if from != nil {
+		hdr.ModTime = from.ModTime
+	}
+	if err := c.tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("writing layer entry %q: %w", name, err)
+	}
+	c.st.Entries++
+	return nil
+}
+
+func (c *converter) skip(name string) {
+	c.st.SkippedCount++
+	if len(c.st.Skipped) < maxSkipped {
+		c.st.Skipped = append(c.st.Skipped, name)
+	}
+}
+
+// cleanName returns name relative to the layer root, cleaned, without a
+// leading "./" or "/"; "" for the root itself. ".." cannot climb above the
+// root (path.Clean of an absolute path stops there).
+func cleanName(name string) string {
+	return strings.TrimPrefix(path.Clean("/"+name), "/")
+}
