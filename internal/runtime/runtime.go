@@ -21,6 +21,7 @@ package runtime
 
 import (
 	"context"
+	"io"
 	"net"
 )
 
@@ -94,4 +95,20 @@ type Runtime interface {
 	// List returns the ids of every sandbox this runtime has on the host,
 	// so the daemon can find ones it has no record of.
 	List(ctx context.Context) ([]string, error)
+}
+
+// ChangeExporter is a runtime that can write what a running sandbox changed
+// in its root filesystem (its private writable layer) as an OCI layer tar:
+// the image builder's step result and a filesystem snapshot.
+type ChangeExporter interface {
+	ExportChanges(ctx context.Context, ref Ref, w io.Writer) (ExportStats, error)
+}
+
+// ExportStats describes an export.
+type ExportStats struct {
+	Entries int
+	// Skipped names entries a layer cannot hold (device nodes, FIFOs,
+	// sockets), at most 20; SkippedCount counts them all.
+	Skipped      []string
+	SkippedCount int
 }

@@ -123,6 +123,7 @@ func Run(t *testing.T, e Env) {
 	t.Run("Signals", func(t *testing.T) { testSignals(t, e) })
 	t.Run("PTY", func(t *testing.T) { testPTY(t, e) })
 	t.Run("Files", func(t *testing.T) { testFiles(t, e) })
+	t.Run("ExportChanges", func(t *testing.T) { testExportChanges(t, e) })
 	t.Run("MemoryLimit", func(t *testing.T) { testMemoryLimit(t, e) })
 	t.Run("DestroyLeavesNothing", func(t *testing.T) { testDestroy(t, e) })
 }
