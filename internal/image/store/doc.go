@@ -22,6 +22,7 @@
 //	<root>/mounts/<image hex>/            the image's shared read-only overlay
 //	<root>/mountpoints/                   a store-made top layer holding the
 //	                                      runtime's mount points (/.corral)
+//	<root>/buildcache/<key hex>.json     a build step's cached result
 //	<root>/tmp/                           work in progress; emptied by Open
 //
 // Every file is written to a temporary name, synced and renamed into place; a

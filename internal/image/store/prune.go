@@ -16,13 +16,16 @@ type PruneReport struct {
 	Layers []Digest
 	// Mounts lists the images whose shared mount was removed.
 	Mounts []Digest
+	// CacheEntries counts the build cache entries dropped because a layer
+	// they named was removed.
+	CacheEntries int
 	// Bytes approximates the disk space freed (sum of layer sizes).
 	Bytes int64
 }
 
 // Prune removes the images no tag and no lease holds, then the mounts of
-// images no lease holds, then the layers no remaining image uses. Layers and
-// untagged images younger than a grace period (ten minutes) are kept, so a
+// images no lease holds, then the layers no remaining image uses, then the
+// build cache entries whose layers are gone. Layers and untagged images younger than a grace period (ten minutes) are kept, so a
 // build in progress does not lose what it has made before it tags it.
 func (s *Store) Prune(ctx context.Context) (PruneReport, error) {
 	var rep PruneReport
@@ -119,6 +122,11 @@ func (s *Store) Prune(ctx context.Context) (PruneReport, error) {
 		rep.Layers = append(rep.Layers, l.Digest)
 		rep.Bytes += l.Size
 	}
+	n, err := s.pruneCacheLocked()
+	if err != nil {
+		return rep, fmt.Errorf("pruning the build cache: %w", err)
+	}
+	rep.CacheEntries = n
 	for _, dir := range []string{"images/sha256", "layers/sha256", "mounts"} {
 		if err := syncDir(s.path(dir)); err != nil {
 			return rep, fmt.Errorf("pruning: %w", err)
