@@ -57,6 +57,7 @@ var onlyImports = map[string][]string{
 	"corral/internal/netpolicy/policy":    {"corral/internal/errdefs"},
 	"corral/internal/runtime/runtimetest": {"corral/internal/runtime", "corral/internal/agentapi"},
 	"corral/internal/image/tarx":          {"corral/internal/errdefs", "golang.org/x/sys/unix"},
+	"corral/internal/image/dirtar":        {"corral/internal/errdefs", "golang.org/x/sys/unix"},
 	"corral/internal/image/overlaytar":    {"corral/internal/errdefs"},
 	"corral/internal/image/oci":           {"corral/internal/errdefs", "corral/internal/image/store", "github.com/google/go-containerregistry/"},
 	"corral/internal/image/store":         {"corral/internal/errdefs", "corral/internal/cleanup", "corral/internal/mountinfo", "corral/internal/image/tarx", "golang.org/x/sys/unix"},
