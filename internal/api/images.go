@@ -111,8 +111,10 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// ref is optional: an untagged import (a build's base) is named by
+	// its digest.
 	ref := r.URL.Query().Get("ref")
-	if _, err := store.ParseRef(ref); err != nil {
+	if _, err := store.ParseRef(ref); ref != "" && err != nil {
 		writeError(w, errdefs.Invalid("ref", "%v", err))
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strings"
 
+	"corral/internal/build"
 	"corral/internal/errdefs"
 	"corral/internal/manager"
 	"corral/pkg/apiv1"
@@ -29,16 +30,17 @@ const maxJSONBody = 1 << 20
 // Server is the HTTP API.
 type Server struct {
 	m       *manager.Manager
+	builder *build.Builder
 	token   string
 	log     *slog.Logger
 	version string
 	mux     *http.ServeMux
 }
 
-// New returns the API handler for m, requiring token on every call but
-// /v1/health.
-func New(m *manager.Manager, token, version string, log *slog.Logger) *Server {
-	s := &Server{m: m, token: token, log: log, version: version, mux: http.NewServeMux()}
+// New returns the API handler for m (and b, which builds images; nil: this
+// daemon does not), requiring token on every call but /v1/health.
+func New(m *manager.Manager, b *build.Builder, token, version string, log *slog.Logger) *Server {
+	s := &Server{m: m, builder: b, token: token, log: log, version: version, mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
@@ -80,6 +82,9 @@ var routes = []route{
 	{"POST /v1/images/prune", false, func(s *Server) http.HandlerFunc { return s.pruneImages }},
 	{"POST /v1/images/import", false, func(s *Server) http.HandlerFunc { return s.importImage }},
 	{"POST /v1/images/pull", false, func(s *Server) http.HandlerFunc { return s.pullImage }},
+	{"POST /v1/images/build", false, func(s *Server) http.HandlerFunc { return s.buildImage }},
+	{"POST /v1/images/layers", false, func(s *Server) http.HandlerFunc { return s.uploadLayer }},
+	{"GET /v1/images/layers/{digest}", false, func(s *Server) http.HandlerFunc { return s.getLayer }},
 	{"GET /v1/images/{ref...}", false, func(s *Server) http.HandlerFunc { return s.getImage }},
 	{"DELETE /v1/images/{ref...}", false, func(s *Server) http.HandlerFunc { return s.deleteImage }},
 	// Exposed ports authorise with the sandbox's port token themselves.
@@ -151,7 +156,12 @@ func writeError(w http.ResponseWriter, err error) {
 // decodeJSON reads a bounded, strictly typed JSON body into v; its errors
 // name the offending field.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	return decodeJSONLimit(w, r, v, maxJSONBody)
+}
+
+// decodeJSONLimit is decodeJSON with a body limit of its own.
+func decodeJSONLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)

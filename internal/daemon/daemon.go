@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral/internal/api"
+	"corral/internal/build"
 	imagestore "corral/internal/image/store"
 	"corral/internal/manager"
 	"corral/internal/netpolicy/policy"
@@ -101,7 +102,8 @@ func Run(ctx context.Context, cfg Config) error {
 	defer m.Close()
 	recordFn := m.RecordDecision
 	record.Store(&recordFn)
-	return serve(ctx, cfg, api.New(m, token, cfg.Version, log))
+	builder := build.New(build.Config{Manager: m, Store: images, BaseRootFS: cfg.BaseRootFS, Log: log})
+	return serve(ctx, cfg, api.New(m, builder, token, cfg.Version, log))
 }
 
 func (cfg *Config) defaults() error {

@@ -21,6 +21,7 @@ var forbidden = map[string][]string{
 	"corral/internal/sandbox":  {"corral/internal/runtime", "corral/internal/store", "corral/internal/manager", "corral/internal/api"},
 	"corral/internal/manager":  {"corral/internal/runtime/gvisor", "corral/internal/api", "corral/internal/daemon"},
 	"corral/internal/api":      {"corral/internal/runtime/gvisor", "corral/internal/daemon"},
+	"corral/internal/build":    {"corral/internal/runtime/gvisor", "corral/internal/api", "corral/internal/daemon"},
 	"corral/internal/runtime/gvisor": {
 		"corral/internal/manager", "corral/internal/api", "corral/internal/store", "corral/internal/agent",
 	},

@@ -30,7 +30,8 @@ const (
 
 // Import loads a docker-archive tarball ("docker save") or an OCI image
 // layout (a directory, or a tar of one) from path into st, tags it ref
-// (validated with store.ParseRef) and returns the stored image.
+// (validated with store.ParseRef; "" leaves it untagged) and returns the
+// stored image.
 //
 // A layout or archive holding several images is refused unless exactly one
 // of them is linux/amd64. A tar of a layout is unpacked under the store's
@@ -44,9 +45,12 @@ func Import(ctx context.Context, st *store.Store, path string, ref string) (stor
 }
 
 func importImage(ctx context.Context, st *store.Store, p string, ref string) (store.Image, error) {
-	tag, err := store.ParseRef(ref)
-	if err != nil {
-		return store.Image{}, err
+	var tag string
+	if ref != "" {
+		var err error
+		if tag, err = store.ParseRef(ref); err != nil {
+			return store.Image{}, err
+		}
 	}
 	fi, err := os.Stat(p)
 	if err != nil {
