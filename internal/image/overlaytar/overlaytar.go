@@ -104,12 +104,18 @@ func (c *converter) entry(hdr *tar.Header) error {
 	if strings.HasPrefix(path.Base(name), whiteoutPrefix) {
 		return fmt.Errorf("%w: upper layer entry %q: a name beginning with %q cannot be stored in a layer", errdefs.ErrInvalidArgument, name, whiteoutPrefix)
 	}
+	isWhiteout := hdr.Typeflag == tar.TypeChar && hdr.Devmajor == 0 && hdr.Devminor == 0
 	if c.exclude[name] {
+		if isWhiteout {
+			// Still a whiteout for the hard links to it that follow
+			// (runsc links every whiteout to the first one).
+			c.whiteouts[name] = true
+		}
 		return nil
 	}
 	switch hdr.Typeflag {
 	case tar.TypeChar:
-		if hdr.Devmajor == 0 && hdr.Devminor == 0 {
+		if isWhiteout {
 			return c.whiteout(name)
 		}
 		c.skip(name)
