@@ -12,14 +12,14 @@ import (
 
 // createFlags are the flags shared by create and run.
 type createFlags struct {
-	runtime, image, name, workdir, entrypoint string
-	cpu, cpuLimit                             float64
-	memory, memoryLimit                       int64
-	disk                                      float64
-	timeout, idleTimeout                      time.Duration
-	env, tags                                 []string
-	net                                       netFlags
-	expose, exposePublic                      []int
+	runtime, image, name, workdir, user, entrypoint string
+	cpu, cpuLimit                                   float64
+	memory, memoryLimit                             int64
+	disk                                            float64
+	timeout, idleTimeout                            time.Duration
+	env, tags                                       []string
+	net                                             netFlags
+	expose, exposePublic                            []int
 }
 
 // netFlags are the network policy flags of create, run and net set.
@@ -43,6 +43,7 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	fs.StringVar(&f.image, "image", "", "image to start from: name:tag or sha256:... (default: the Debian base)")
 	fs.StringVar(&f.name, "name", "", "a name for the sandbox")
 	fs.StringVar(&f.workdir, "workdir", "", "default working directory of processes")
+	fs.StringVar(&f.user, "user", "", "default user of processes (name, uid, or either with :group; default: the image's, else root)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU request in cores (default 1)")
 	fs.Float64Var(&f.cpuLimit, "cpu-limit", 0, "CPU burst limit in cores (default: no limit)")
 	fs.Int64Var(&f.memory, "memory", 0, "memory request in MiB (default 512)")
@@ -70,7 +71,7 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 		return apiv1.CreateSandboxRequest{}, err
 	}
 	req := apiv1.CreateSandboxRequest{
-		Runtime: f.runtime, Image: f.image, Name: f.name, Workdir: f.workdir, CPU: f.cpu, CPULimit: f.cpuLimit,
+		Runtime: f.runtime, Image: f.image, Name: f.name, Workdir: f.workdir, User: f.user, CPU: f.cpu, CPULimit: f.cpuLimit,
 		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, DiskMB: int64(f.disk * 1024), Timeout: f.timeout.Seconds(),
 		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags, NetworkPolicy: f.net.policy(),
 	}

@@ -67,7 +67,7 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 	return sandbox.Spec{
 		Network: net, Expose: expose, Runtime: req.Runtime, Image: req.Image, CPU: req.CPU, CPULimit: req.CPULimit,
 		MemoryMB: req.MemoryMB, MemoryLimitMB: req.MemoryLimitMB, DiskMB: req.DiskMB, Timeout: timeout, IdleTimeout: idle,
-		Env: req.Env, Workdir: req.Workdir, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
+		Env: req.Env, Workdir: req.Workdir, User: req.User, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
 	}, nil
 }
 
@@ -76,7 +76,7 @@ func toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		ID: sb.ID, Name: sb.Spec.Name, State: string(sb.State), Runtime: sb.Spec.Runtime, Image: sb.Spec.Image,
 		CPU: sb.Spec.CPU, CPULimit: sb.Spec.CPULimit, MemoryMB: sb.Spec.MemoryMB, MemoryLimitMB: sb.Spec.MemoryLimitMB, DiskMB: sb.Spec.DiskMB,
 		Timeout: sb.Spec.Timeout.Seconds(), IdleTimeout: sb.Spec.IdleTimeout.Seconds(), Env: sb.Spec.Env,
-		Workdir: sb.Spec.Workdir, Tags: sb.Spec.Tags, Entrypoint: sb.Spec.Entrypoint, CreatedAt: sb.CreatedAt,
+		Workdir: sb.Spec.Workdir, User: sb.Spec.User, Tags: sb.Spec.Tags, Entrypoint: sb.Spec.Entrypoint, CreatedAt: sb.CreatedAt,
 		Network: networkOf(sb.Spec.Network), ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
 	}
 	for _, p := range sb.Spec.Expose {

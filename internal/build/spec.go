@@ -36,7 +36,6 @@ const (
 
 var (
 	debPackageRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]*(:[a-z0-9]+)?(=[A-Za-z0-9.+~:-]+)?$`)
-	userRE       = regexp.MustCompile(`^([a-z_][a-z0-9_-]{0,31}\$?|[0-9]{1,10})(:([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10}))?$`)
 	envKeyRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
@@ -333,7 +332,7 @@ func validateAbsPath(field, p string) error {
 }
 
 func validateUser(field, u string) error {
-	if !userRE.MatchString(u) {
+	if !sandbox.ValidUser(u) {
 		return errdefs.Invalid(field, "%q is not a user (name, uid, or either with :group)", truncate(u))
 	}
 	return nil

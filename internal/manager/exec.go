@@ -43,12 +43,16 @@ func (m *Manager) Exec(ctx context.Context, id string, p ExecParams) (*Process, 
 	if err != nil {
 		return nil, err
 	}
-	cwd := p.Cwd
+	cwd, user := p.Cwd, p.User
+	spec := l.snapshot().Spec
 	if cwd == "" {
-		cwd = l.snapshot().Spec.Workdir
+		cwd = spec.Workdir
+	}
+	if user == "" {
+		user = spec.User
 	}
 	stream, err := client.Start(ctx, agentapi.StartRequest{
-		Args: p.Args, Env: p.Env, Cwd: cwd, User: p.User, Stdin: p.Stdin, PTY: p.PTY,
+		Args: p.Args, Env: p.Env, Cwd: cwd, User: user, Stdin: p.Stdin, PTY: p.PTY,
 		TimeoutMS: p.Timeout.Milliseconds(), Tag: p.Tag,
 	})
 	if err != nil {

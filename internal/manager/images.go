@@ -16,7 +16,7 @@ const baseImage = "base"
 
 // prepareImage resolves the sandbox's image, leases it for the sandbox's
 // life (undone by c) and fills in the runtime's root filesystem and the
-// image's defaults (env under the sandbox's own, workdir).
+// image's defaults (env under the sandbox's own, workdir, user).
 func (m *Manager) prepareImage(c *cleanup.Cleanup, l *live, params *runtime.StartParams) error {
 	sb := l.snapshot()
 	if sb.Spec.Image == baseImage {
@@ -44,6 +44,9 @@ func (m *Manager) prepareImage(c *cleanup.Cleanup, l *live, params *runtime.Star
 	l.sb.Spec.ImageDigest = string(img.Digest)
 	if l.sb.Spec.Workdir == "" {
 		l.sb.Spec.Workdir = img.Config.Workdir
+	}
+	if l.sb.Spec.User == "" {
+		l.sb.Spec.User = img.Config.User
 	}
 	l.mu.Unlock()
 	return nil

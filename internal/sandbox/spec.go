@@ -45,6 +45,7 @@ type Spec struct {
 	IdleTimeout   time.Duration     `json:"idle_timeout"`
 	Env           map[string]string `json:"env,omitempty"`
 	Workdir       string            `json:"workdir,omitempty"`
+	User          string            `json:"user,omitempty"` // default user of processes; the image's by default
 	Name          string            `json:"name,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
@@ -65,7 +66,12 @@ var (
 	nameRE   = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	tagKeyRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`)
+	userRE   = regexp.MustCompile(`^([a-z_][a-z0-9_-]{0,31}\$?|[0-9]{1,10})(:([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10}))?$`)
 )
+
+// ValidUser reports whether u names a user the way processes take one: a
+// login name or a uid, optionally followed by ":" and a group name or gid.
+func ValidUser(u string) bool { return userRE.MatchString(u) }
 
 // Normalize applies defaults and validates every field. Errors are
 // ErrInvalidArgument (or ErrNotSupported) naming the field.
@@ -179,6 +185,9 @@ func (s *Spec) validateStrings() error {
 	}
 	if s.Workdir != "" && (!strings.HasPrefix(s.Workdir, "/") || len(s.Workdir) > 4096 || strings.ContainsRune(s.Workdir, 0)) {
 		return errdefs.Invalid("workdir", "must be an absolute path, got %q", s.Workdir)
+	}
+	if s.User != "" && !ValidUser(s.User) {
+		return errdefs.Invalid("user", "%q is not a user (name, uid, or either with :group)", s.User)
 	}
 	if len(s.Entrypoint) > maxEntrypointArgs {
 		return errdefs.Invalid("entrypoint", "at most %d arguments", maxEntrypointArgs)

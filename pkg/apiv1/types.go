@@ -20,6 +20,7 @@ type CreateSandboxRequest struct {
 	IdleTimeout   float64           `json:"idle_timeout,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
 	Workdir       string            `json:"workdir,omitempty"`
+	User          string            `json:"user,omitempty"`
 	Name          string            `json:"name,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
@@ -59,6 +60,7 @@ type Sandbox struct {
 	IdleTimeout   float64           `json:"idle_timeout,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
 	Workdir       string            `json:"workdir,omitempty"`
+	User          string            `json:"user,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
 	Network       NetworkPolicy     `json:"network"`
