@@ -16,7 +16,7 @@ import (
 
 func newImageCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "Manage images (sandboxes start from them with --image)"}
-	cmd.AddCommand(newImageLsCmd(), newImageInspectCmd(), newImageRmCmd(), newImagePruneCmd(), newImageImportCmd(), newImagePullCmd())
+	cmd.AddCommand(newImageLsCmd(), newImageInspectCmd(), newImageRmCmd(), newImagePruneCmd(), newImageImportCmd(), newImagePullCmd(), newImageBuildCmd())
 	return cmd
 }
 
