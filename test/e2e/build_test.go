@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // build writes spec into dir as spec.yaml and runs `corral image build`
@@ -263,5 +269,92 @@ func writeWheel(t *testing.T, dir, name, version, body string) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%s-py3-none-any.whl", name, version)), buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// npm_install from the npm registry. npm itself comes from the registry
+// too (Debian's npm package pulls in hundreds of packages). Where the host
+// trusts extra certificate authorities (a TLS-inspecting egress proxy),
+// the image is given them, as a user behind such a proxy would.
+func TestImageBuildNpm(t *testing.T) {
+	d := startDaemon(t)
+	dir := t.TempDir()
+	var caSteps string
+	if cas, _ := filepath.Glob("/usr/local/share/ca-certificates/*.crt"); len(cas) > 0 {
+		for _, ca := range cas {
+			b, err := os.ReadFile(ca)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFiles(t, dir, map[string]string{"cas/" + filepath.Base(ca): string(b)})
+		}
+		caSteps = `  - copy: {src: ./cas, dst: /usr/local/share/ca-certificates}
+  - run: update-ca-certificates
+`
+	}
+	_, errs := d.mustBuild(dir, `base: debian:bookworm
+steps:
+`+caSteps+`  - env: {NODE_EXTRA_CA_CERTS: /etc/ssl/certs/ca-certificates.crt}
+  - apt_install: [nodejs]
+  - run: >-
+      curl -fsSLo /tmp/npm.tgz https://registry.npmjs.org/npm/-/npm-10.8.2.tgz &&
+      tar -xzf /tmp/npm.tgz -C /tmp &&
+      node /tmp/package/bin/npm-cli.js install --global /tmp/npm.tgz &&
+      rm -rf /tmp/package /tmp/npm.tgz
+  - npm_install: [is-number@7.0.0]
+`, "-t", "test/npm:1")
+	t.Logf("build:\n%s", errs)
+	out := d.mustCLI("run", "--image", "test/npm:1", "--", "sh", "-c", `NODE_PATH=$(npm root -g) node -e 'console.log(require("is-number")(5))'`)
+	if out != "true\n" {
+		t.Errorf("the installed npm package: %q", out)
+	}
+}
+
+// A build starts from an image a registry serves (pulled by the daemon)
+// and from a docker-archive tarball (imported by the CLI); a copy step
+// needs no shell in the image.
+func TestImageBuildFromImages(t *testing.T) {
+	d := startDaemon(t)
+	reg := httptest.NewServer(registry.New())
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	ref, err := name.ParseReference(host+"/tools/corral:v1", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"extra/note.txt": "added by the build\n"})
+	archive := filepath.Join(dir, "img.tar")
+	if err := tarball.WriteToFile(archive, ref, testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	for base, tag := range map[string]string{host + "/tools/corral:v1": "test/from-registry:1", "./img.tar": "test/from-archive:1"} {
+		_, errs := d.mustBuild(dir, fmt.Sprintf(`base: %s
+steps:
+  - copy: {src: ./extra, dst: /data/extra}
+`, base), "-t", tag)
+		t.Logf("build from %s:\n%s", base, errs)
+		for _, path := range []string{"/data/extra/note.txt", "/data/copied.txt"} {
+			if _, _, code := d.cli("", "run", "--image", tag, "--", "/bin/corral", "--version"); code != 0 {
+				t.Errorf("%s: the base image's binary does not run", tag)
+			}
+			id := d.create("--image", tag)
+			if got := d.mustCLI("fs", "get", id, path, "-"); got == "" {
+				t.Errorf("%s: %s is empty", tag, path)
+			}
+		}
+	}
+}
+
+// A Debian base with extra packages is built with mmdebstrap.
+func TestImageBuildDebianPackages(t *testing.T) {
+	d := startDaemon(t)
+	_, errs := d.mustBuild(t.TempDir(), "base: {debian: bookworm, packages: [cowsay]}\n", "-t", "test/debpkgs:1")
+	t.Logf("build:\n%s", errs)
+	if out := d.mustCLI("run", "--image", "test/debpkgs:1", "--", "/usr/games/cowsay", "moo"); !strings.Contains(out, "< moo >") {
+		t.Errorf("cowsay from the base's packages: %q", out)
 	}
 }
