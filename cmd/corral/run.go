@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"corral/pkg/apiv1"
+	"corral/sdk/go/corral"
 
 	"github.com/spf13/cobra"
 )
@@ -18,11 +20,11 @@ func newRunCmd() *cobra.Command {
 		keep    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run [flags] -- CMD [ARG...]",
+		Use:   "run [flags] [-- CMD [ARG...]]",
 		Short: "Create a sandbox, run a command in it with streamed output and forwarded stdin, then remove it",
 		Long: "Creates a sandbox, runs CMD with stdout and stderr streamed as they come and stdin\n" +
-			"forwarded, exits with CMD's exit code and terminates the sandbox.",
-		Args: cobra.MinimumNArgs(1),
+			"forwarded, exits with CMD's exit code and terminates the sandbox. Without CMD it runs\n" +
+			"the image's default command (its cmd).",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client()
 			if err != nil {
@@ -34,6 +36,11 @@ func newRunCmd() *cobra.Command {
 			}
 			ctx, cancel := cmdContext()
 			defer cancel()
+			if len(args) == 0 {
+				if args, err = imageCmd(ctx, c, req.Image); err != nil {
+					return err
+				}
+			}
 			sb, err := c.Create(ctx, req)
 			if err != nil {
 				return err
@@ -61,4 +68,19 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&noStdin, "no-stdin", false, "do not forward stdin (the command gets /dev/null)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the sandbox after the command ends")
 	return cmd
+}
+
+// imageCmd is the default command of image ref.
+func imageCmd(ctx context.Context, c *corral.Client, ref string) ([]string, error) {
+	if ref == "" || ref == "base" {
+		return nil, errors.New("give a command (-- CMD [ARG...]); the base image has no default command")
+	}
+	img, err := c.Image(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if len(img.Cmd) == 0 {
+		return nil, fmt.Errorf("give a command (-- CMD [ARG...]); image %s has no default command", ref)
+	}
+	return img.Cmd, nil
 }

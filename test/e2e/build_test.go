@@ -94,6 +94,9 @@ func TestImageBuildCowsay(t *testing.T) {
 	if !strings.Contains(out, "< hi >") || !strings.Contains(out, "(oo)") {
 		t.Fatalf("cowsay printed %q", out)
 	}
+	if out := d.mustCLI("run", "--image", "test/cow:1"); !strings.Contains(out, "< hi >") {
+		t.Errorf("the image's default command printed %q", out)
+	}
 	out = d.mustCLI("run", "--image", "test/cow:1", "--", "sh", "-c",
 		`cat hello.txt sub/data.txt built.txt; echo "$GREETING $(pwd)"; ls after-RUN`)
 	if want := "hello\ndata\nbuilt from hello\nhi /opt/app\nafter-RUN\n"; out != want {
