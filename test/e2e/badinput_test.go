@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -34,6 +36,12 @@ func TestBadInput(t *testing.T) {
 		{"bad signal", "POST", "/v1/sandboxes/" + id + "/processes/1/signal", tok, `{"signal":"SIGNOPE"}`, 400, "signal"},
 		{"no path", "GET", "/v1/sandboxes/" + id + "/files", tok, ``, 400, "path"},
 		{"bad mode", "PUT", "/v1/sandboxes/" + id + "/files?path=/x&mode=999", tok, `x`, 400, "mode"},
+		{"build without a base", "POST", "/v1/images/build", tok, `{"spec":{"steps":[{"run":"true"}]}}`, 400, "base"},
+		{"build step of two kinds", "POST", "/v1/images/build", tok, `{"spec":{"base":"debian:bookworm","steps":[{"run":"true","user":"x"}]}}`, 400, "steps[0]"},
+		{"build apt option", "POST", "/v1/images/build", tok, `{"spec":{"base":"debian:bookworm","steps":[{"apt_install":["-oAPT::x=1"]}]}}`, 400, "steps[0].apt_install[0]"},
+		{"layer escaping", "POST", "/v1/images/layers", tok, escapingTar(t), 400, "../../escape"},
+		{"layer not a tar", "POST", "/v1/images/layers", tok, "definitely not a tar archive, but long enough to be read as one by a tar reader.....................................................................................................................................................................................................................................................................................................................................................................................................................................................................................", 400, "layer"},
+		{"unknown layer", "GET", "/v1/images/layers/sha256:" + strings.Repeat("0", 64), tok, ``, 404, "sha256:0000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,4 +63,16 @@ func TestBadInput(t *testing.T) {
 	if out := d.mustCLI("exec", id, "--", "echo", "serving"); out != "serving\n" {
 		t.Errorf("daemon after bad input: %q", out)
 	}
+}
+
+// escapingTar is a layer whose one entry climbs out of the layer root.
+func escapingTar(t *testing.T) string {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "../../escape", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write([]byte("x"))
+	tw.Close()
+	return buf.String()
 }
