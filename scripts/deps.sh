@@ -6,7 +6,10 @@
 #   - runsc (gVisor) at a pinned version, built with CGO_ENABLED=0, into
 #     $STATE/bin/runsc (rebuilt only when the pin changes);
 #   - the base root filesystem $STATE/rootfs/debian-bookworm (rebuilt only
-#     when its recipe changes).
+#     when its recipe changes);
+#   - QEMU (Debian's qemu-system-x86) and the vm runtime's guest kernel: the
+#     Debian cloud kernel unpacked into $STATE/vm/kernel/<release>, with
+#     $STATE/vm/kernel/current pointing at it.
 # Go must already be installed (/usr/local/go or on PATH).
 #
 # STATE is ${CORRAL_STATE_DIR:-/var/lib/corral}. CORRAL_DEBIAN_MIRROR
@@ -27,7 +30,11 @@ ROOTFS_INCLUDE=python3,ca-certificates,curl,git,procps,coreutils
 # rootfs built before they were added is rebuilt.
 ROOTFS_LAYOUT=corral-mountpoints-1
 
-APT_PACKAGES=(mmdebstrap iproute2 nftables ca-certificates util-linux curl)
+APT_PACKAGES=(mmdebstrap iproute2 nftables ca-certificates util-linux curl qemu-system-x86 kmod e2fsprogs)
+
+# The vm runtime's guest kernel: the Debian cloud kernel this metapackage
+# depends on when it is first installed (the stamp keeps it until removed).
+KERNEL_META=linux-image-cloud-amd64
 
 STATE=${CORRAL_STATE_DIR:-/var/lib/corral}
 
@@ -141,6 +148,51 @@ install_rootfs() {
 	say "installed $dir ($(du -sh "$dir" | cut -f1))"
 }
 
+# install_kernel unpacks the Debian cloud kernel and its modules into
+# $STATE/vm/kernel/<release>/ (vmlinuz, lib/modules/<release> with a
+# modules.dep from depmod, which the package does not ship) and points
+# $STATE/vm/kernel/current at it. The stamp names the package; a missing or
+# incomplete kernel is installed again.
+install_kernel() {
+	local base=$STATE/vm/kernel stamp=$STATE/vm/kernel/current.stamp
+	if [[ -f $stamp && -e $base/current/vmlinuz && -f $base/current/lib/modules/$(<"$stamp.release")/modules.dep ]]; then
+		return
+	fi
+	mkdir -p "$base"
+	local pkg
+	pkg=$(apt-cache depends "$KERNEL_META" 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
+	if [[ -z $pkg ]]; then
+		apt-get update -qq
+		pkg=$(apt-cache depends "$KERNEL_META" | awk '/Depends: linux-image-/{print $2; exit}')
+	fi
+	[[ -n $pkg ]] || die "cannot resolve $KERNEL_META to a kernel package"
+	say "installing guest kernel $pkg"
+	local tmp
+	tmp=$(mktemp -d "$base/.install.XXXXXX")
+	# shellcheck disable=SC2064
+	trap "rm -rf '$tmp'" EXIT
+	(cd "$tmp" && apt-get download -qq "$pkg" 2>/dev/null) || { apt-get update -qq && (cd "$tmp" && apt-get download -qq "$pkg"); }
+	dpkg -x "$tmp"/*.deb "$tmp/x"
+	local release
+	release=$(ls "$tmp/x/lib/modules")
+	[[ -n $release && -f $tmp/x/boot/vmlinuz-$release ]] || die "$pkg holds no kernel"
+	depmod -b "$tmp/x" "$release"
+	local dir=$base/$release
+	rm -rf "$dir"
+	mkdir -p "$dir/lib"
+	mv "$tmp/x/boot/vmlinuz-$release" "$dir/vmlinuz"
+	mv "$tmp/x/boot/config-$release" "$dir/config"
+	mv "$tmp/x/lib/modules" "$dir/lib/modules"
+	rm -rf "$tmp"
+	trap - EXIT
+	ln -sfn "$release" "$base/current.tmp"
+	mv -T "$base/current.tmp" "$base/current"
+	echo "$release" >"$stamp.release"
+	echo "$pkg" >"$stamp"
+	say "installed $dir ($(du -sh "$dir" | cut -f1))"
+}
+
 install_packages
 install_runsc
 install_rootfs
+install_kernel

@@ -42,7 +42,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(
-		newServeCmd(), newAgentCmd(),
+		newServeCmd(), newAgentCmd(), newVMInitCmd(),
 		newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newInspectCmd(), newRmCmd(),
 		newWaitCmd(), newLogsCmd(), newEventsCmd(), newShellCmd(), newFsCmd(), newBenchCmd(),
 		newPsCmd(), newAttachCmd(), newNetCmd(), newURLCmd(), newPortForwardCmd(), newImageCmd(),

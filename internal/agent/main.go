@@ -22,7 +22,7 @@ import (
 // process in the sandbox when it is PID 1). It returns the exit code.
 func Main(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("corral agent", flag.ContinueOnError)
-	listen := fs.String("listen", "", "where to serve the agent protocol: unix:PATH")
+	listenAt := fs.String("listen", "", "where to serve the agent protocol: unix:PATH or vport:NAME (a virtio-serial port)")
 	root := fs.String("root", "/", "directory that file paths are resolved in")
 	var nameservers []netip.Addr
 	fs.Func("nameserver", "write /etc/resolv.conf naming this resolver (repeatable)", func(v string) error {
@@ -36,8 +36,8 @@ func Main(ctx context.Context, args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if fs.NArg() > 0 || *listen == "" {
-		fmt.Fprintln(fs.Output(), "usage: corral agent --listen unix:PATH [--root DIR]")
+	if fs.NArg() > 0 || *listenAt == "" {
+		fmt.Fprintln(fs.Output(), "usage: corral agent --listen unix:PATH|vport:NAME [--root DIR]")
 		return 2
 	}
 	defer absorbSignals()()
@@ -50,12 +50,12 @@ func Main(ctx context.Context, args []string) int {
 			log.Warn("cannot write /etc/resolv.conf", "op", "init", "err", err)
 		}
 	}
-	l, err := listenUnix(*listen)
+	l, err := listen(*listenAt)
 	if err != nil {
 		log.Error("listen failed", "op", "init", "err", err)
 		return 1
 	}
-	srv := New(Config{Root: *root, Listen: *listen, Logger: log, Console: os.Stdout})
+	srv := New(Config{Root: *root, Listen: *listenAt, Logger: log, Console: os.Stdout})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sigs := make(chan os.Signal, 1)
@@ -70,7 +70,7 @@ func Main(ctx context.Context, args []string) int {
 		case <-ctx.Done():
 		}
 	}()
-	log.Info("agent listening", "op", "init", "listen", *listen, "pid", os.Getpid())
+	log.Info("agent listening", "op", "init", "listen", *listenAt, "pid", os.Getpid())
 	if err := srv.Serve(ctx, l); err != nil {
 		log.Error("serving failed", "op", "init", "err", err)
 		return 1
@@ -111,6 +111,15 @@ func setDefaultEnv() {
 	if os.Getenv("HOME") == "" {
 		os.Setenv("HOME", rootAccount.home)
 	}
+}
+
+// listen listens on "unix:PATH" (gvisor: a socket the host reaches through
+// --host-uds) or "vport:NAME" (vm: a virtio-serial port).
+func listen(addr string) (net.Listener, error) {
+	if name, ok := strings.CutPrefix(addr, "vport:"); ok {
+		return listenVport(name)
+	}
+	return listenUnix(addr)
 }
 
 // listenUnix listens on "unix:PATH", removing a stale socket left by a

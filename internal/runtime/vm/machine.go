@@ -1,0 +1,179 @@
+package vm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"corral/internal/cgroups"
+	"corral/internal/runtime"
+	"corral/internal/vminit"
+)
+
+// Guest sizing.
+const (
+	defaultRAMMB = 512
+	minRAMMB     = 128
+	// QEMU's own memory beside the guest's RAM: its code, device state
+	// and, under TCG, the translation cache (bounded by tbSizeMB).
+	overheadMB    = 192
+	tbSizeMB      = 64
+	defaultDiskMB = 10 * 1024
+	qemuPids      = 1024
+)
+
+// machine is everything one boot needs.
+type machine struct {
+	initramfs, rootDisk, modulesDisk, scratch string
+	tap                                       *os.File // nil without a network
+	mac                                       string
+	limits                                    cgroups.Limits
+	info                                      Info
+}
+
+func (m *machine) close() {
+	if m.tap != nil {
+		m.tap.Close()
+	}
+}
+
+// prepare builds (or finds cached) the initramfs and disk images, makes
+// the scratch disk and plugs the network.
+func (r *Runtime) prepare(ctx context.Context, p runtime.StartParams) (*machine, error) {
+	m := &machine{mac: guestMAC(p.ID)}
+	var err error
+	if m.initramfs, err = r.initramfs(); err != nil {
+		return nil, fmt.Errorf("initramfs: %w", err)
+	}
+	name, err := rootDiskName(p.RootFS)
+	if err != nil {
+		return nil, err
+	}
+	if m.rootDisk, err = r.roDisk(ctx, p.RootFS, name); err != nil {
+		return nil, err
+	}
+	if m.modulesDisk, err = r.roDisk(ctx, r.kernel.modulesDir(), "modules-"+r.kernel.release); err != nil {
+		return nil, err
+	}
+	cfg := vminit.Config{Hostname: p.Hostname, Env: p.Env, Nameservers: p.Nameservers, KernelRelease: r.kernel.release}
+	if p.NetnsPath != "" {
+		if cfg.Network, m.tap, err = plugNetwork(p.NetnsPath, m.mac); err != nil {
+			return nil, err
+		}
+	}
+	diskMB := p.Resources.DiskMB
+	if diskMB <= 0 {
+		diskMB = defaultDiskMB
+	}
+	if m.scratch, err = scratchDisk(ctx, p.Dir, diskMB, cfg); err != nil {
+		m.close()
+		return nil, err
+	}
+	m.sizing(p.Resources, r.cfg)
+	m.info.Kernel = r.kernel.release
+	return m, nil
+}
+
+func (r *Runtime) initramfs() (string, error) {
+	unlock := r.lockKey("initramfs")
+	defer unlock()
+	return r.kernel.initramfs(filepath.Join(r.cfg.StateDir, "disks"), r.cfg.AgentBinary)
+}
+
+// sizing turns the sandbox's resources into vCPUs, RAM and cgroup limits.
+func (m *machine) sizing(res runtime.Resources, cfg Config) {
+	cpuMilli := max(res.CPULimitMilli, res.CPURequestMilli, 1000)
+	vcpus := int((cpuMilli + 999) / 1000)
+	vcpus = min(vcpus, goruntime.NumCPU())
+	ram := res.MemoryLimitMB
+	if ram <= 0 {
+		ram = res.MemoryRequestMB
+	}
+	if ram <= 0 {
+		ram = defaultRAMMB
+	}
+	ram = max(ram, minRAMMB)
+	weight := uint64(max(res.CPURequestMilli, 10) / 10)
+	m.limits = cgroups.Limits{
+		CPUWeight: min(max(weight, 1), 10000), CPUQuotaMilli: res.CPULimitMilli,
+		MemoryBytes: (ram + overheadMB) << 20, Pids: qemuPids,
+	}
+	m.info = Info{Accel: cfg.Accel, Machine: cfg.Machine, VCPUs: vcpus, RAMMB: ram}
+}
+
+// qemuArgs is the QEMU command line for m.
+func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) []string {
+	dir := p.Dir
+	accel := "kvm"
+	cpu := "host"
+	if r.cfg.Accel == "tcg" {
+		accel, cpu = "tcg,tb-size="+strconv.Itoa(tbSizeMB), "max"
+	}
+	drive := func(id, file, serial string, ro bool) []string {
+		opts := fmt.Sprintf("file=%s,if=none,id=%s,format=raw,aio=threads", file, id)
+		if ro {
+			opts += ",readonly=on"
+		} else {
+			opts += ",discard=unmap,cache=writeback"
+		}
+		return []string{"-drive", opts, "-device", fmt.Sprintf("virtio-blk-pci,drive=%s,serial=%s", id, serial)}
+	}
+	args := []string{
+		"-name", "corral-" + p.ID + ",process=corral-vm-" + p.ID,
+		"-machine", r.cfg.Machine, "-accel", accel, "-cpu", cpu,
+		"-smp", strconv.Itoa(m.info.VCPUs), "-m", strconv.FormatInt(m.info.RAMMB, 10),
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-kernel", r.kernel.vmlinuz(), "-initrd", m.initramfs,
+		"-append", "console=ttyS0 quiet panic=-1 -- vminit",
+		"-serial", "file:" + filepath.Join(dir, consoleFile),
+		"-device", "virtio-serial-pci,id=vser",
+		"-chardev", "socket,id=agent,path=" + filepath.Join(dir, agentSock) + ",server=on,wait=off",
+		"-device", "virtserialport,bus=vser.0,chardev=agent,name=" + vminit.AgentPort,
+		"-device", "virtio-balloon-pci,free-page-reporting=on",
+		"-qmp", "unix:" + filepath.Join(dir, qmpSock) + ",server=on,wait=off",
+		"-pidfile", filepath.Join(dir, pidFile), "-daemonize",
+	}
+	args = append(args, drive("root", m.rootDisk, vminit.SerialRoot, true)...)
+	args = append(args, drive("scratch", m.scratch, vminit.SerialScratch, false)...)
+	args = append(args, drive("modules", m.modulesDisk, vminit.SerialModules, true)...)
+	if m.tap != nil {
+		args = append(args, "-netdev", "tap,id=net0,fd=3,vhost=off",
+			"-device", "virtio-net-pci,netdev=net0,mac="+m.mac)
+	}
+	return args
+}
+
+// launch starts QEMU (daemonized: its first process exits once the
+// machine is set up) and puts it in the sandbox's cgroup.
+func (r *Runtime) launch(ctx context.Context, p runtime.StartParams, m *machine) error {
+	for _, f := range []string{pidFile, agentSock, qmpSock, consoleFile} {
+		_ = os.Remove(filepath.Join(p.Dir, f))
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, r.cfg.QEMUPath, r.qemuArgs(p, m)...)
+	cmd.Dir = p.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if m.tap != nil {
+		cmd.ExtraFiles = []*os.File{m.tap}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("qemu: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	pid, ok := readPid(p.Dir)
+	if !ok {
+		return fmt.Errorf("qemu started but wrote no pid file")
+	}
+	if err := cgroups.AddProcess(r.cgroup(p.ID), pid); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package vm
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"corral/internal/cgroups"
+	"corral/internal/runtime"
+	"corral/internal/runtime/runtimetest"
+)
+
+// The suite boots real guests under QEMU (TCG here; KVM where /dev/kvm
+// is usable). It needs root, QEMU and the guest kernel (CORRAL_VM_KERNEL or
+// /var/lib/corral/vm/kernel/current) and the base rootfs, all of which
+// scripts/deps.sh installs; it skips without them.
+var env struct {
+	skip     string
+	kernel   string
+	rootfs   string
+	agent    string
+	base     string
+	cgParent string
+}
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		undo, err := setup()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "vm tests: setup:", err)
+			return 1
+		}
+		defer undo()
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+func setup() (func(), error) {
+	env.kernel = getenv("CORRAL_VM_KERNEL", "/var/lib/corral/vm/kernel/current")
+	env.rootfs = getenv("CORRAL_BASE_ROOTFS", "/var/lib/corral/rootfs/debian-bookworm")
+	_, qemuErr := exec.LookPath("qemu-system-x86_64")
+	switch {
+	case os.Geteuid() != 0:
+		env.skip = "needs root to run QEMU with taps and cgroups"
+	case qemuErr != nil:
+		env.skip = "no qemu-system-x86_64 (scripts/deps.sh installs it)"
+	case !exists(filepath.Join(env.kernel, "vmlinuz")):
+		env.skip = "no guest kernel at " + env.kernel + " (scripts/deps.sh installs it)"
+	case !exists(filepath.Join(env.rootfs, "bin/sh")):
+		env.skip = "no base rootfs at " + env.rootfs + " (scripts/deps.sh builds it)"
+	}
+	if env.skip != "" {
+		return func() {}, nil
+	}
+	base, err := os.MkdirTemp("", "corral-vm-test-")
+	if err != nil {
+		return nil, err
+	}
+	env.base = base
+	env.cgParent = fmt.Sprintf("/corral-vm-test-%d", os.Getpid())
+	undo := func() {
+		_ = os.RemoveAll(base)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = cgroups.Remove(ctx, env.cgParent)
+	}
+	env.agent = filepath.Join(base, "corral")
+	build := exec.Command("go", "build", "-o", env.agent, "corral/cmd/corral")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		undo()
+		return nil, fmt.Errorf("building corral: %v\n%s", err, out)
+	}
+	return undo, nil
+}
+
+func getenv(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func newRuntime(t testing.TB) *Runtime {
+	t.Helper()
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	r, err := New(Config{
+		KernelDir: env.kernel, StateDir: filepath.Join(env.base, "state"), AgentBinary: env.agent,
+		CgroupParent: env.cgParent,
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// TestConformance runs the shared runtime suite against QEMU guests.
+func TestConformance(t *testing.T) {
+	r := newRuntime(t)
+	runtimetest.Run(t, runtimetest.Env{
+		Runtime: r, RootFS: env.rootfs, AgentBinary: env.agent, Dir: filepath.Join(env.base, "conformance"),
+		Leftovers: func(ref runtime.Ref) []string { return leftoversOf(r, ref) },
+	})
+}
+
+// leftoversOf lists what the host still has of one sandbox: a process
+// naming its directory, its cgroup, its directory, its index entry.
+func leftoversOf(r *Runtime, ref runtime.Ref) []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), ref.Dir) {
+			out = append(out, "process "+p)
+		}
+	}
+	if ok, _ := cgroups.Exists(r.cgroup(ref.ID)); ok {
+		out = append(out, "cgroup "+r.cgroup(ref.ID))
+	}
+	for _, p := range []string{ref.Dir, r.indexPath(ref.ID)} {
+		if exists(p) {
+			out = append(out, "file "+p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package vm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"corral/internal/cgroups"
+	"corral/internal/cleanup"
+	"corral/internal/runtime"
+	"corral/internal/vminit"
+)
+
+// Files in a sandbox's directory.
+const (
+	pidFile     = "qemu.pid"
+	agentSock   = "agent.sock"
+	qmpSock     = "qmp.sock"
+	consoleFile = "console.log"
+	infoFile    = "vm.json"
+)
+
+// Boot deadlines, from QEMU's start to the guest's agent starting, and
+// how many boots a start may take.
+const (
+	bootDeadlineTCG = 30 * time.Second
+	bootDeadlineKVM = 10 * time.Second
+	bootAttempts    = 2
+)
+
+// Info is what <dir>/vm.json records about a sandbox's machine.
+type Info struct {
+	Accel   string `json:"accel"`
+	Machine string `json:"machine"`
+	Kernel  string `json:"kernel"`
+	VCPUs   int    `json:"vcpus"`
+	RAMMB   int64  `json:"ram_mb"`
+	Boots   int    `json:"boots"`
+	BootMS  int64  `json:"boot_ms"`
+}
+
+// Start boots a guest for p; on error nothing is left behind.
+func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
+	if err := checkRef(p.Ref); err != nil {
+		return err
+	}
+	if p.RootFS == "" {
+		return fmt.Errorf("starting %s: no root filesystem", p.ID)
+	}
+	c := cleanup.Make(ctx)
+	defer c.Clean()
+	c.Add(func(ctx context.Context) {
+		if err := r.Destroy(ctx, p.Ref); err != nil {
+			r.log.Error("rolling back a vm start", "sandbox", p.ID, "err", err)
+		}
+	})
+	if err := r.start(ctx, p); err != nil {
+		return fmt.Errorf("starting vm %s: %w", p.ID, err)
+	}
+	c.Release()
+	return nil
+}
+
+func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(r.indexPath(p.ID), []byte(p.Dir), 0o600); err != nil {
+		return err
+	}
+	m, err := r.prepare(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer m.close()
+	if err := cgroups.Create(r.cgroup(p.ID)); err != nil {
+		return err
+	}
+	if err := cgroups.SetLimits(r.cgroup(p.ID), m.limits); err != nil {
+		return err
+	}
+	return r.boot(ctx, p, m)
+}
+
+// boot starts QEMU until a guest reaches its agent, within the deadline,
+// at most bootAttempts times.
+func (r *Runtime) boot(ctx context.Context, p runtime.StartParams, m *machine) error {
+	deadline := bootDeadlineTCG
+	if r.cfg.Accel == "kvm" {
+		deadline = bootDeadlineKVM
+	}
+	var err error
+	for attempt := 1; attempt <= bootAttempts; attempt++ {
+		start := time.Now()
+		if err = r.launch(ctx, p, m); err == nil {
+			err = waitReady(ctx, p.Dir, deadline)
+		}
+		if err == nil {
+			m.info.Boots, m.info.BootMS = attempt, time.Since(start).Milliseconds()
+			r.log.Debug("vm booted", "sandbox", p.ID, "accel", m.info.Accel, "attempt", attempt, "took", time.Since(start).Round(time.Millisecond))
+			return writeInfo(p.Dir, m.info)
+		}
+		if ctx.Err() != nil || !errors.Is(err, errBootHung) {
+			return err
+		}
+		r.log.Warn("vm boot hung; booting again", "sandbox", p.ID, "attempt", attempt, "deadline", deadline, "console", consoleTail(p.Dir))
+		if kerr := r.killQEMU(ctx, p.Ref); kerr != nil {
+			return kerr
+		}
+	}
+	return err
+}
+
+var errBootHung = errors.New("the guest did not reach its agent before the boot deadline")
+
+// waitReady waits for the guest's ready line on the console, failing fast
+// when QEMU exits.
+func waitReady(ctx context.Context, dir string, deadline time.Duration) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	end := time.After(deadline)
+	for {
+		b, _ := os.ReadFile(filepath.Join(dir, consoleFile))
+		if strings.Contains(string(b), vminit.ReadyLine) {
+			return nil
+		}
+		if pid, ok := readPid(dir); !ok || !qemuAlive(pid, dir) {
+			return fmt.Errorf("qemu exited during boot: %s", consoleTail(dir))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-end:
+			return fmt.Errorf("%w (%s): %s", errBootHung, deadline, consoleTail(dir))
+		case <-t.C:
+		}
+	}
+}
+
+func writeInfo(dir string, info Info) error {
+	b, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, infoFile), b, 0o600)
+}
+
+// ReadInfo returns what vm.json records for a sandbox directory.
+func ReadInfo(dir string) (Info, error) {
+	var info Info
+	b, err := os.ReadFile(filepath.Join(dir, infoFile))
+	if err != nil {
+		return info, err
+	}
+	return info, json.Unmarshal(b, &info)
+}
+
+// consoleTail is the last lines of the guest's console, for errors.
+func consoleTail(dir string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, consoleFile))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 8 {
+		lines = lines[len(lines)-8:]
+	}
+	s := strings.Join(lines, " | ")
+	if s == "" {
+		return "(no console output)"
+	}
+	return "console: " + s
+}

@@ -1,0 +1,96 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"corral/internal/runtime"
+)
+
+// readPid returns QEMU's pid from dir's pid file.
+func readPid(dir string) (int, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, pidFile))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid, err == nil && pid > 0
+}
+
+// qemuAlive reports whether pid is a live QEMU of the sandbox in dir (its
+// command line names the directory's socket), so a recycled pid is never
+// mistaken for it.
+func qemuAlive(pid int, dir string) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	if !bytes.Contains(cmdline, []byte(filepath.Join(dir, agentSock))) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// A zombie (state Z after the command's closing parenthesis) is gone.
+	if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		return false
+	}
+	return true
+}
+
+// Dial connects to the guest agent's channel.
+func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
+	if err := checkRef(ref); err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "unix", filepath.Join(ref.Dir, agentSock))
+		if err == nil {
+			return conn, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dialing the agent of %s: %w", ref.ID, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Status reports whether the sandbox's QEMU runs.
+func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, error) {
+	if err := checkRef(ref); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(r.indexPath(ref.ID)); errors.Is(err, fs.ErrNotExist) {
+		return runtime.StateAbsent, nil
+	}
+	if pid, ok := readPid(ref.Dir); ok && qemuAlive(pid, ref.Dir) {
+		return runtime.StateRunning, nil
+	}
+	return runtime.StateStopped, nil
+}
+
+// List returns the ids of every sandbox this runtime has started and not
+// destroyed.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(r.cfg.StateDir, "sandboxes"))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(ents))
+	for _, e := range ents {
+		ids = append(ids, e.Name())
+	}
+	return ids, nil
+}
