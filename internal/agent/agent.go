@@ -39,6 +39,10 @@ type Config struct {
 	Listen string
 	// Logger receives the agent's own logs; nil discards them.
 	Logger *slog.Logger
+	// UpperDir is the root file system's overlayfs upper directory, when
+	// the agent can see it (a vm guest: vminit passes --upper); empty
+	// makes GET /v1/fs/export-upper not_supported.
+	UpperDir string
 	// Console receives the output of processes started with Log: the
 	// sandbox console (os.Stdout in production); nil discards it.
 	Console io.Writer
@@ -62,6 +66,7 @@ const (
 // table; any number of connections, over time or at once, share it.
 type Server struct {
 	root    string
+	upper   string
 	log     *slog.Logger
 	console io.Writer
 	procs   *table
@@ -89,6 +94,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		root:    filepath.Clean(root),
+		upper:   cfg.UpperDir,
 		log:     log,
 		console: &lockedWriter{w: console},
 		procs:   newTable(),
@@ -133,6 +139,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("POST "+p+agentapi.PathRename, s.wrap(s.fsRename))
 		mux.Handle("POST "+p+agentapi.PathChmod, s.wrap(s.fsChmod))
 		mux.Handle("POST "+p+agentapi.PathPortConnect, s.wrap(s.portConnect))
+		mux.Handle("GET "+p+agentapi.PathExportUpper, s.wrap(s.exportUpper))
 	}
 	mux.Handle("/", s.wrap(notFound))
 	return mux

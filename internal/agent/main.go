@@ -24,6 +24,7 @@ func Main(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("corral agent", flag.ContinueOnError)
 	listenAt := fs.String("listen", "", "where to serve the agent protocol: unix:PATH or vport:NAME (a virtio-serial port)")
 	root := fs.String("root", "/", "directory that file paths are resolved in")
+	upper := fs.String("upper", "", "the root overlay's upper directory, for exports of the sandbox's changes")
 	var nameservers []netip.Addr
 	fs.Func("nameserver", "write /etc/resolv.conf naming this resolver (repeatable)", func(v string) error {
 		a, err := netip.ParseAddr(v)
@@ -55,7 +56,7 @@ func Main(ctx context.Context, args []string) int {
 		log.Error("listen failed", "op", "init", "err", err)
 		return 1
 	}
-	srv := New(Config{Root: *root, Listen: *listenAt, Logger: log, Console: os.Stdout})
+	srv := New(Config{Root: *root, Listen: *listenAt, UpperDir: *upper, Logger: log, Console: os.Stdout})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sigs := make(chan os.Signal, 1)

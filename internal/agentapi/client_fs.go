@@ -140,3 +140,14 @@ func (c *Client) Chmod(ctx context.Context, path string, mode os.FileMode) (Entr
 	}
 	return info, nil
 }
+
+// ExportUpper streams a tar of the sandbox's writable layer in overlayfs
+// form (GET /v1/fs/export-upper); not_supported where the agent cannot see
+// it. A cut stream is a read error, never a short tar.
+func (c *Client) ExportUpper(ctx context.Context) (io.ReadCloser, error) {
+	resp, err := c.do(ctx, http.MethodGet, c.prefix+PathExportUpper, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent export of the writable layer: %w", err)
+	}
+	return resp.Body, nil
+}

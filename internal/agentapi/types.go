@@ -42,6 +42,7 @@ const (
 	PathRename        = "/fs/rename"
 	PathChmod         = "/fs/chmod"
 	PathPortConnect   = "/port/connect"
+	PathExportUpper   = "/fs/export-upper"
 	ContentTypeNDJSON = "application/x-ndjson"
 )
 

@@ -14,7 +14,7 @@ import (
 // filesystem as an OCI layer tar (see runtime.ChangeExporter). The
 // sandbox's operation lock is held, so it is not terminated meanwhile.
 func (m *Manager) ExportChanges(ctx context.Context, id string, w io.Writer) (runtime.ExportStats, error) {
-	_, l, release, err := m.agentFor(id)
+	client, l, release, err := m.agentFor(id)
 	if err != nil {
 		return runtime.ExportStats{}, err
 	}
@@ -28,5 +28,5 @@ func (m *Manager) ExportChanges(ctx context.Context, id string, w io.Writer) (ru
 	if st := l.state(); st != sandbox.Running {
 		return runtime.ExportStats{}, fmt.Errorf("%w: sandbox %s is %s, not running", errdefs.ErrFailedPrecondition, id, st)
 	}
-	return ex.ExportChanges(ctx, l.ref, w)
+	return ex.ExportChanges(ctx, l.ref, client, w)
 }

@@ -23,6 +23,8 @@ import (
 	"context"
 	"io"
 	"net"
+
+	"corral/internal/agentapi"
 )
 
 // Ref names a sandbox to its runtime: the id and the per-sandbox host
@@ -99,9 +101,11 @@ type Runtime interface {
 
 // ChangeExporter is a runtime that can write what a running sandbox changed
 // in its root filesystem (its private writable layer) as an OCI layer tar:
-// the image builder's step result and a filesystem snapshot.
+// the image builder's step result and a filesystem snapshot. agent is the
+// sandbox's connected agent, for runtimes whose writable layer only the
+// guest can read (vm).
 type ChangeExporter interface {
-	ExportChanges(ctx context.Context, ref Ref, w io.Writer) (ExportStats, error)
+	ExportChanges(ctx context.Context, ref Ref, agent *agentapi.Client, w io.Writer) (ExportStats, error)
 }
 
 // ExportStats describes an export.

@@ -17,6 +17,9 @@ const (
 	// ModulesList is the initramfs file listing the modules to load, one
 	// path per line, dependencies first.
 	ModulesList = "/modules.list"
+	// ScratchInRoot is where the scratch disk is in the guest's root (on
+	// the /.corral tmpfs, so never part of an export).
+	ScratchInRoot = "/.corral/scratch"
 	// ReadyLine is printed on the console just before the agent starts.
 	ReadyLine = "corral-vminit: starting the agent"
 )

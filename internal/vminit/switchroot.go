@@ -71,7 +71,8 @@ func lateMounts() error {
 
 // execAgent replaces this process with the agent, keeping PID 1.
 func execAgent(cfg *Config) error {
-	args := []string{"/.corral/corral", "agent", "--listen", "vport:" + AgentPort}
+	args := []string{"/.corral/corral", "agent", "--listen", "vport:" + AgentPort,
+		"--upper", filepath.Join(ScratchInRoot, UpperDir)}
 	for _, ns := range cfg.Nameservers {
 		args = append(args, "--nameserver", ns)
 	}

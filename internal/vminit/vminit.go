@@ -114,7 +114,19 @@ func mountRoot() (*Config, error) {
 	if err := mountDisk(disks[SerialModules], mods, unix.MS_RDONLY); err != nil {
 		return nil, err
 	}
-	return cfg, installAgent()
+	if err := installAgent(); err != nil {
+		return nil, err
+	}
+	// The agent exports the sandbox's changes from the overlay's upper
+	// directory: keep the scratch disk reachable in the new root.
+	scratch := filepath.Join(newRoot, ScratchInRoot)
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return nil, err
+	}
+	if err := unix.Mount(scratchMnt, scratch, "", unix.MS_MOVE, ""); err != nil {
+		return nil, fmt.Errorf("moving the scratch disk: %w", err)
+	}
+	return cfg, nil
 }
 
 func mountDisk(dev, dst string, flags uintptr) error {

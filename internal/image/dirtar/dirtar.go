@@ -28,6 +28,12 @@ type Options struct {
 	// the names, modes, links and contents alone (a build's copy steps
 	// use its digest as a cache key).
 	Normalize bool
+	// Overlay says the tree is an overlayfs upper directory (a vm guest's
+	// writable layer): its whiteouts, 0/0 character devices, are written
+	// as such instead of skipped, and directories keep the
+	// trusted.overlay.opaque attribute, so that overlaytar can turn both
+	// into OCI whiteouts.
+	Overlay bool
 }
 
 // Stats describes what Write wrote.

@@ -1,6 +1,7 @@
 package dirtar
 
 import (
+	"archive/tar"
 	"bytes"
 	"errors"
 	"fmt"
@@ -146,9 +147,56 @@ func TestKeepXattr(t *testing.T) {
 		"security.capability": true, "user.mime_type": true,
 		"security.selinux": false, "trusted.overlay.opaque": false, "system.posix_acl_access": false,
 	} {
-		if got := keepXattr(name); got != want {
+		if got := keepXattr(name, false); got != want {
 			t.Errorf("keepXattr(%q) = %v, want %v", name, got, want)
 		}
+	}
+	if !keepXattr("trusted.overlay.opaque", true) || keepXattr("trusted.overlay.redirect", true) {
+		t.Error("an overlay upper keeps trusted.overlay.opaque, and no other trusted attribute")
+	}
+}
+
+// An overlay upper directory keeps its whiteouts and opaque directories
+// (needs root: mknod and trusted xattrs).
+func TestOverlayUpper(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make whiteouts and trusted xattrs")
+	}
+	root := t.TempDir()
+	if err := unix.Mknod(filepath.Join(root, "gone"), unix.S_IFCHR, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "opaque"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(filepath.Join(root, "opaque"), "trusted.overlay.opaque", []byte("y"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(filepath.Join(root, "null"), unix.S_IFCHR, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	st, err := Write(&buf, root, "/", Options{Overlay: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*tar.Header{}
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		got[h.Name] = h
+	}
+	if h := got["gone"]; h == nil || h.Typeflag != tar.TypeChar || h.Devmajor != 0 || h.Devminor != 0 {
+		t.Errorf("the whiteout: %+v", h)
+	}
+	if h := got["opaque/"]; h == nil || h.PAXRecords["SCHILY.xattr.trusted.overlay.opaque"] != "y" {
+		t.Errorf("the opaque directory: %+v", h)
+	}
+	if got["null"] != nil || st.SkippedCount != 1 {
+		t.Errorf("a real device node was not skipped: %+v, %+v", got["null"], st)
 	}
 }
 

@@ -116,12 +116,14 @@ func (wr *writer) header(p, name string, fi fs.FileInfo) (*tar.Header, error) {
 			return nil, err
 		}
 		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
+	case wr.opts.Overlay && isWhiteout(fi):
+		hdr.Typeflag = tar.TypeChar
 	default:
 		wr.skip(name)
 		return nil, nil
 	}
 	if !wr.opts.Normalize && (hdr.Typeflag == tar.TypeDir || hdr.Typeflag == tar.TypeReg) {
-		recs, err := xattrRecords(p)
+		recs, err := xattrRecords(p, wr.opts.Overlay)
 		if err != nil {
 			return nil, err
 		}
@@ -213,4 +215,10 @@ func tarMode(m fs.FileMode) int64 {
 		mode |= 0o1000
 	}
 	return mode
+}
+
+// isWhiteout reports an overlayfs whiteout: a 0/0 character device.
+func isWhiteout(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.Mode()&fs.ModeCharDevice != 0 && st.Rdev == 0
 }

@@ -10,21 +10,22 @@ import (
 
 // keepXattr says whether an extended attribute goes into the layer: only
 // those the layer extractor applies.
-func keepXattr(name string) bool {
-	return name == "security.capability" || strings.HasPrefix(name, "user.")
+func keepXattr(name string, overlay bool) bool {
+	return name == "security.capability" || strings.HasPrefix(name, "user.") ||
+		overlay && name == "trusted.overlay.opaque"
 }
 
 // xattrRecords returns the kept extended attributes of p (not followed if
 // a symlink) as PAX records; nil when there are none or the file system
 // has none.
-func xattrRecords(p string) (map[string]string, error) {
+func xattrRecords(p string, overlay bool) (map[string]string, error) {
 	names, err := listXattrs(p)
 	if err != nil {
 		return nil, err
 	}
 	var recs map[string]string
 	for _, name := range names {
-		if !keepXattr(name) {
+		if !keepXattr(name, overlay) {
 			continue
 		}
 		val, ok, err := getXattr(p, name)

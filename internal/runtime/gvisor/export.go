@@ -22,7 +22,7 @@ const exportTimeout = 10 * time.Minute
 // sandbox's directory; overlaytar turns it into OCI whiteouts, leaving out
 // the files the agent writes at start. The sandbox keeps running; what
 // its processes write while the export runs may or may not be included.
-func (r *Runtime) ExportChanges(ctx context.Context, ref runtime.Ref, w io.Writer) (runtime.ExportStats, error) {
+func (r *Runtime) ExportChanges(ctx context.Context, ref runtime.Ref, _ *agentapi.Client, w io.Writer) (runtime.ExportStats, error) {
 	if err := checkRef(ref); err != nil {
 		return runtime.ExportStats{}, err
 	}

@@ -34,7 +34,7 @@ rm -rf /usr/share/doc && mkdir /usr/share/doc && echo x > /usr/share/doc/only`
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var buf bytes.Buffer
-	if _, err := ex.ExportChanges(ctx, s.ref, &buf); err != nil {
+	if _, err := ex.ExportChanges(ctx, s.ref, s.client, &buf); err != nil {
 		t.Fatal(err)
 	}
 	entries := map[string]string{}
