@@ -12,6 +12,7 @@ if [ "$(id -u)" = 0 ]; then
 	scripts/deps.sh
 	export CORRAL_RUNSC=$STATE/bin/runsc
 	export CORRAL_BASE_ROOTFS=$STATE/rootfs/debian-bookworm
+	export CORRAL_VM_KERNEL=$STATE/vm/kernel/current
 fi
 test -z "$(gofmt -l $(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $(git ls-files '*.go'); exit 1; }
 go vet ./...

@@ -78,6 +78,7 @@ func toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		Timeout: sb.Spec.Timeout.Seconds(), IdleTimeout: sb.Spec.IdleTimeout.Seconds(), Env: sb.Spec.Env,
 		Workdir: sb.Spec.Workdir, User: sb.Spec.User, Tags: sb.Spec.Tags, Entrypoint: sb.Spec.Entrypoint, CreatedAt: sb.CreatedAt,
 		Network: networkOf(sb.Spec.Network), ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
+		RuntimeInfo: sb.RuntimeInfo,
 	}
 	for _, p := range sb.Spec.Expose {
 		out.Ports = append(out.Ports, apiv1.ExposedPort{Port: p.Port, Public: p.Public,

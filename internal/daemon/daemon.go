@@ -27,6 +27,7 @@ import (
 	"corral/internal/netpolicy/policy"
 	"corral/internal/runtime"
 	"corral/internal/runtime/gvisor"
+	"corral/internal/runtime/vm"
 	"corral/internal/store"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	RunscPath    string // default <state>/bin/runsc
 	BaseRootFS   string // default <state>/rootfs/debian-bookworm
 	Platform     string
+	VMKernel     string // default <state>/vm/kernel/current
+	QEMUPath     string // default: qemu-system-x86_64 on PATH
+	VMAccel      string // "kvm", "tcg" or "" (KVM where usable)
 	MaxSandboxes int
 	Net          NetConfig
 	Version      string
@@ -91,9 +95,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)
 	}
+	runtimes := map[string]runtime.Runtime{"gvisor": gv}
+	unavailable := map[string]string{}
+	if v, err := vm.New(vm.Config{
+		QEMUPath: cfg.QEMUPath, KernelDir: cfg.VMKernel, StateDir: filepath.Join(cfg.StateDir, "vm"),
+		AgentBinary: agentBin, Accel: cfg.VMAccel, Logger: log,
+	}); err != nil {
+		log.Warn("the vm runtime is unavailable", "err", err)
+		unavailable["vm"] = err.Error()
+	} else {
+		runtimes["vm"] = v
+	}
 	m, err := manager.New(ctx, manager.Config{
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Store: st, Logger: log,
-		Runtimes: map[string]runtime.Runtime{"gvisor": gv}, MaxSandboxes: cfg.MaxSandboxes, Network: networking,
+		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, Network: networking,
 		Images: images,
 	})
 	if err != nil {
@@ -121,6 +136,9 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.BaseRootFS == "" {
 		cfg.BaseRootFS = filepath.Join(cfg.StateDir, "rootfs", "debian-bookworm")
+	}
+	if cfg.VMKernel == "" {
+		cfg.VMKernel = filepath.Join(cfg.StateDir, "vm", "kernel", "current")
 	}
 	return nil
 }

@@ -32,7 +32,10 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	spec.Network = net
 	rt := m.cfg.Runtimes[spec.Runtime]
 	if rt == nil {
-		return nil, fmt.Errorf("%w: runtime %q is not supported yet by this daemon (available: %v)", errdefs.ErrNotSupported, spec.Runtime, m.Runtimes())
+		if why := m.cfg.Unavailable[spec.Runtime]; why != "" {
+			return nil, fmt.Errorf("%w: runtime %q is unavailable on this daemon: %s", errdefs.ErrNotSupported, spec.Runtime, why)
+		}
+		return nil, fmt.Errorf("%w: runtime %q is not supported by this daemon (available: %v)", errdefs.ErrNotSupported, spec.Runtime, m.Runtimes())
 	}
 	id := sandbox.NewID()
 	sb := &sandbox.Sandbox{
@@ -109,9 +112,14 @@ func (m *Manager) start(ctx context.Context, l *live) error {
 			return err
 		}
 	}
+	var info map[string]string
+	if d, ok := l.rt.(runtime.Describer); ok {
+		info = d.Describe(l.ref)
+	}
 	rec, err := l.move(sandbox.Running, func(s *sandbox.Sandbox) {
 		s.StartedAt = time.Now().UTC()
 		s.AgentVersion = client.AgentVersion()
+		s.RuntimeInfo = info
 	})
 	if err != nil {
 		return err
@@ -123,7 +131,11 @@ func (m *Manager) start(ctx context.Context, l *live) error {
 		return err
 	}
 	c.Release()
-	m.event(sb.ID, "running", "sandbox running", map[string]string{"runtime": l.rt.Name(), "agent": client.AgentVersion()})
+	fields := map[string]string{"runtime": l.rt.Name(), "agent": client.AgentVersion()}
+	for k, v := range info {
+		fields[k] = v
+	}
+	m.event(sb.ID, "running", "sandbox running", fields)
 	m.watch(l, client)
 	return nil
 }

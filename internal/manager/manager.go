@@ -42,6 +42,9 @@ type Config struct {
 	// Network gives sandboxes a namespace and a policy; nil: sandboxes
 	// run with no network (block_network).
 	Network *Networking
+	// Unavailable says why a runtime the API knows is missing here (vm
+	// without QEMU or a guest kernel), for the error a create gets.
+	Unavailable map[string]string
 	// Images holds images other than the base; nil: only "base" exists.
 	Images *imagestore.Store
 	// MaxSandboxes bounds live sandboxes (admission control). Default 64.

@@ -116,3 +116,10 @@ type ExportStats struct {
 	Skipped      []string
 	SkippedCount int
 }
+
+// Describer is a runtime that reports facts about a started sandbox's
+// machine (vm: the accelerator used, the machine type, the kernel), for
+// the sandbox's record and logs.
+type Describer interface {
+	Describe(ref Ref) map[string]string
+}

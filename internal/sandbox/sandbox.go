@@ -44,6 +44,9 @@ type Sandbox struct {
 	EndReason    string
 	Error        string
 	AgentVersion string
+	// RuntimeInfo is what the runtime says about the sandbox's machine
+	// (vm: the accelerator, machine type, kernel); nil when nothing.
+	RuntimeInfo map[string]string
 	// Dir is the per-sandbox host directory the runtime owns.
 	Dir string
 	// PortToken grants access to the sandbox's non-public exposed ports.

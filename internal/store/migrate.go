@@ -11,6 +11,8 @@ import (
 var migrations = []string{
 	// 1: exposed ports' access token.
 	`ALTER TABLE sandboxes ADD COLUMN port_token TEXT NOT NULL DEFAULT ''`,
+	// 2: what the runtime says about the sandbox's machine (JSON object).
+	`ALTER TABLE sandboxes ADD COLUMN runtime_info TEXT NOT NULL DEFAULT '{}'`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -9,7 +9,7 @@ import (
 	"corral/internal/sandbox"
 )
 
-const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, port_token`
+const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, port_token, runtime_info`
 
 // PutSandbox inserts or replaces the record of sb.
 func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
@@ -21,10 +21,14 @@ func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
 	if sb.ExitCode != nil {
 		exit = sql.NullInt64{Int64: int64(*sb.ExitCode), Valid: true}
 	}
+	info, err := json.Marshal(sb.RuntimeInfo)
+	if err != nil || sb.RuntimeInfo == nil {
+		info = []byte("{}")
+	}
 	_, err = s.db.ExecContext(ctx, `INSERT OR REPLACE INTO sandboxes (name, `+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.Spec.Name, sb.ID, string(sb.State), string(spec), unixNano(sb.CreatedAt), unixNano(sb.StartedAt),
-		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, sb.PortToken)
+		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, sb.PortToken, string(info))
 	if err != nil {
 		return fmt.Errorf("storing sandbox %s: %w", sb.ID, err)
 	}
@@ -72,10 +76,14 @@ func scanSandbox(r scanner) (*sandbox.Sandbox, error) {
 		state, spec             string
 		created, started, ended int64
 		exit                    sql.NullInt64
+		info                    string
 	)
 	if err := r.Scan(&sb.ID, &state, &spec, &created, &started, &ended, &exit,
-		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &sb.PortToken); err != nil {
+		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &sb.PortToken, &info); err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal([]byte(info), &sb.RuntimeInfo); err != nil || len(sb.RuntimeInfo) == 0 {
+		sb.RuntimeInfo = nil
 	}
 	if err := json.Unmarshal([]byte(spec), &sb.Spec); err != nil {
 		return nil, fmt.Errorf("decoding spec of %s: %w", sb.ID, err)

@@ -74,6 +74,9 @@ type Sandbox struct {
 	EndReason     string            `json:"end_reason,omitempty"`
 	Error         string            `json:"error,omitempty"`
 	AgentVersion  string            `json:"agent_version,omitempty"`
+	// RuntimeInfo describes the sandbox's machine (vm: accel "kvm" or
+	// "tcg", machine, kernel, vcpus, ram_mb, boot_ms).
+	RuntimeInfo map[string]string `json:"runtime_info,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.

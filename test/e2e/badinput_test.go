@@ -19,7 +19,6 @@ func TestBadInput(t *testing.T) {
 		mention                         string
 	}{
 		{"unknown runtime", "POST", "/v1/sandboxes", tok, `{"runtime":"docker"}`, 400, "runtime"},
-		{"vm not yet", "POST", "/v1/sandboxes", tok, `{"runtime":"vm"}`, 400, "not supported"},
 		{"negative memory", "POST", "/v1/sandboxes", tok, `{"memory_mb":-5}`, 400, "memory_mb"},
 		{"memory as string", "POST", "/v1/sandboxes", tok, `{"memory_mb":"lots"}`, 400, "memory_mb"},
 		{"timeout over 24h", "POST", "/v1/sandboxes", tok, `{"timeout":90000}`, 400, "timeout"},

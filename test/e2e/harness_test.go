@@ -26,6 +26,7 @@ var (
 	skipWhy  string // non-empty: why these tests cannot run here
 	runscBin string
 	rootfs   string
+	vmKernel string // the vm runtime's guest kernel (deps.sh installs it)
 )
 
 func TestMain(m *testing.M) {
@@ -35,6 +36,7 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	runscBin = envOr("CORRAL_RUNSC", "/var/lib/corral/bin/runsc")
 	rootfs = envOr("CORRAL_BASE_ROOTFS", "/var/lib/corral/rootfs/debian-bookworm")
+	vmKernel = envOr("CORRAL_VM_KERNEL", "/var/lib/corral/vm/kernel/current")
 	switch {
 	case os.Geteuid() != 0:
 		skipWhy = "needs root to create sandboxes (run scripts/test.sh as root)"
@@ -114,7 +116,7 @@ func (d *daemon) start() {
 	d.t.Helper()
 	d.log = &bytes.Buffer{}
 	args := append([]string{"serve", "--listen", d.addr, "--state-dir", d.state,
-		"--runsc", runscBin, "--base-rootfs", rootfs, "--log-level", "debug"}, d.net...)
+		"--runsc", runscBin, "--base-rootfs", rootfs, "--vm-kernel", vmKernel, "--log-level", "debug"}, d.net...)
 	d.cmd = exec.Command(binary, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -172,4 +173,18 @@ func consoleTail(dir string) string {
 		return "(no console output)"
 	}
 	return "console: " + s
+}
+
+// Describe reports the accelerator, machine type, kernel and sizing a
+// started sandbox's guest runs with.
+func (r *Runtime) Describe(ref runtime.Ref) map[string]string {
+	info, err := ReadInfo(ref.Dir)
+	if err != nil {
+		return nil
+	}
+	return map[string]string{
+		"accel": info.Accel, "machine": info.Machine, "kernel": info.Kernel,
+		"vcpus": strconv.Itoa(info.VCPUs), "ram_mb": strconv.FormatInt(info.RAMMB, 10),
+		"boot_ms": strconv.FormatInt(info.BootMS, 10), "boots": strconv.Itoa(info.Boots),
+	}
 }
