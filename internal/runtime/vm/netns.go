@@ -86,7 +86,7 @@ func takeAddress(h *netlink.Handle, eth netlink.Link, mac string) (*vminit.Netwo
 	}
 	var gw net.IP
 	for _, r := range routes {
-		if r.Dst == nil && r.Gw != nil {
+		if r.Gw != nil && (r.Dst == nil || isDefault(r.Dst)) {
 			gw = r.Gw
 		}
 	}
@@ -143,4 +143,11 @@ func openTapHere(ns netns.NsHandle) (*os.File, error) {
 func guestMAC(id string) string {
 	s := sha256.Sum256([]byte(id))
 	return net.HardwareAddr{0x02, s[0], s[1], s[2], s[3], s[4]}.String()
+}
+
+// isDefault reports 0.0.0.0/0 (netlink reports a default route either
+// without a destination or with this one).
+func isDefault(n *net.IPNet) bool {
+	ones, _ := n.Mask.Size()
+	return ones == 0 && n.IP.IsUnspecified()
 }
