@@ -17,6 +17,11 @@ const (
 	// ModulesList is the initramfs file listing the modules to load, one
 	// path per line, dependencies first.
 	ModulesList = "/modules.list"
+	// NativeDirs are directories of the guest that get a directory of the
+	// scratch disk (ext4) bind-mounted instead of living on the root
+	// overlay, whose upper layer cannot be another overlay's: Docker's and
+	// containerd's storage. What they hold is not part of an export.
+	NativeDirs = "/var/lib/docker:/var/lib/containerd"
 	// ScratchInRoot is where the scratch disk is in the guest's root (on
 	// the /.corral tmpfs, so never part of an export).
 	ScratchInRoot = "/.corral/scratch"
@@ -35,6 +40,10 @@ type Config struct {
 	Network *Network `json:"network,omitempty"`
 	// KernelRelease names /lib/modules/<release>.
 	KernelRelease string `json:"kernel_release"`
+	// Modules are loaded from the modules disk before the agent starts
+	// (paths relative to /lib/modules/<release>, dependencies first): the
+	// devices a sandbox expects without modprobe in its image (loop, fuse).
+	Modules []string `json:"modules,omitempty"`
 }
 
 // Network is the guest's one interface.

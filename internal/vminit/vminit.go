@@ -114,6 +114,14 @@ func mountRoot() (*Config, error) {
 	if err := mountDisk(disks[SerialModules], mods, unix.MS_RDONLY); err != nil {
 		return nil, err
 	}
+	for _, m := range cfg.Modules {
+		if err := loadModule(filepath.Join(mods, filepath.Clean("/"+m))); err != nil {
+			logf("loading %s: %v", m, err)
+		}
+	}
+	if err := nativeDirs(); err != nil {
+		return nil, err
+	}
 	if err := installAgent(); err != nil {
 		return nil, err
 	}
@@ -181,4 +189,22 @@ func installAgent() error {
 		return fmt.Errorf("copying the agent: %w", err)
 	}
 	return dst.Close()
+}
+
+// nativeDirs bind-mounts a directory of the scratch disk over each of
+// NativeDirs in the new root.
+func nativeDirs() error {
+	for _, d := range strings.Split(NativeDirs, ":") {
+		src := filepath.Join(scratchMnt, "native", strings.ReplaceAll(strings.Trim(d, "/"), "/", "-"))
+		dst := filepath.Join(newRoot, d)
+		for _, p := range []string{src, dst} {
+			if err := os.MkdirAll(p, 0o711); err != nil {
+				return err
+			}
+		}
+		if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("binding %s: %w", d, err)
+		}
+	}
+	return nil
 }

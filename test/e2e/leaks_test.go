@@ -26,15 +26,23 @@ func (d *daemon) leftovers(ids []string) []string {
 				out = append(out, "mount: "+line)
 			}
 		}
-		cgs, _ := filepath.Glob("/sys/fs/cgroup/*/corral/" + id)
-		if v2 := "/sys/fs/cgroup/corral/" + id; exists(v2) {
-			cgs = append(cgs, v2)
+		var cgs []string
+		for _, parent := range []string{"corral", "corral-vm"} {
+			v1, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent + "/" + id)
+			cgs = append(cgs, v1...)
+			if v2 := "/sys/fs/cgroup/" + parent + "/" + id; exists(v2) {
+				cgs = append(cgs, v2)
+			}
 		}
 		for _, cg := range cgs {
 			out = append(out, "cgroup: "+cg)
 		}
-		if dir := filepath.Join(d.state, "sandboxes", id); exists(dir) {
-			out = append(out, "directory: "+dir)
+		// The sandbox's directory (bundle, sockets, the vm's disks) and the
+		// vm runtime's index entry.
+		for _, p := range []string{filepath.Join(d.state, "sandboxes", id), filepath.Join(d.state, "vm", "sandboxes", id)} {
+			if exists(p) {
+				out = append(out, "file: "+p)
+			}
 		}
 	}
 	return out

@@ -145,3 +145,22 @@ func TestConvertTruncatedInput(t *testing.T) {
 		t.Fatalf("err = %v, want a read error", err)
 	}
 }
+
+func TestDropStaleWhiteouts(t *testing.T) {
+	in := upperTar(t, []entry{
+		{name: "etc/", typ: tar.TypeDir},
+		{name: "etc/.wh.passwd", typ: tar.TypeReg},
+		{name: "etc/.wh.never-existed", typ: tar.TypeReg},
+		{name: "etc/.wh..wh..opq", typ: tar.TypeReg},
+		{name: "etc/new", typ: tar.TypeReg, body: "n"},
+	})
+	var out bytes.Buffer
+	n, err := DropStaleWhiteouts(in, &out, func(name string) bool { return name == "etc/passwd" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"etc/ 5", "etc/.wh.passwd 0", "etc/.wh..wh..opq 0", "etc/new 0 n"}
+	if got := listing(t, &out); n != 1 || !slices.Equal(got, want) {
+		t.Errorf("dropped %d, kept %v; want 1 and %v", n, got, want)
+	}
+}

@@ -17,6 +17,10 @@ import (
 // talk to the host; modules.dep adds their dependencies.
 var bootModules = []string{"virtio_pci", "virtio_blk", "virtio_console", "virtio_net", "virtio_balloon", "overlay"}
 
+// guestModules are loaded from the modules disk at boot: devices a sandbox
+// expects to find even without modprobe in its image.
+var guestModules = []string{"loop", "fuse"}
+
 // kernel is an unpacked guest kernel: <dir>/vmlinuz and
 // <dir>/lib/modules/<release> (scripts/deps.sh installs it).
 type kernel struct {

@@ -62,7 +62,11 @@ func (r *Runtime) prepare(ctx context.Context, p runtime.StartParams) (*machine,
 	if m.modulesDisk, err = r.roDisk(ctx, r.kernel.modulesDir(), "modules-"+r.kernel.release); err != nil {
 		return nil, err
 	}
-	cfg := vminit.Config{Hostname: p.Hostname, Env: p.Env, Nameservers: p.Nameservers, KernelRelease: r.kernel.release}
+	mods, err := r.kernel.moduleClosure(guestModules)
+	if err != nil {
+		return nil, err
+	}
+	cfg := vminit.Config{Hostname: p.Hostname, Env: p.Env, Nameservers: p.Nameservers, KernelRelease: r.kernel.release, Modules: mods}
 	if p.NetnsPath != "" {
 		if cfg.Network, m.tap, err = plugNetwork(p.NetnsPath, m.mac); err != nil {
 			return nil, err

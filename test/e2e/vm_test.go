@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// kernelRelease is the release of the guest kernel deps.sh installed.
+func kernelRelease(t *testing.T) string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(vmKernel, "lib/modules"))
+	if err != nil || len(ents) != 1 {
+		t.Fatalf("guest kernel modules at %s: %v", vmKernel, err)
+	}
+	return ents[0].Name()
+}
+
+// --runtime vm is a real machine: its own kernel, loop devices, overlay
+// mounts; what gVisor refuses, with a clear error.
+func TestVMRuntime(t *testing.T) {
+	d := startDaemon(t)
+	release := kernelRelease(t)
+	if out := d.mustCLI("run", "--runtime", "vm", "--", "uname", "-r"); strings.TrimSpace(out) != release {
+		t.Errorf("vm uname -r = %q, want the guest kernel %s", out, release)
+	}
+	if out := d.mustCLI("run", "--", "uname", "-r"); strings.TrimSpace(out) == release {
+		t.Errorf("the gvisor sandbox runs the guest kernel %s", release)
+	}
+	id := d.create("--runtime", "vm")
+	var sb struct {
+		Runtime     string            `json:"runtime"`
+		RuntimeInfo map[string]string `json:"runtime_info"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCLI("inspect", id)), &sb); err != nil {
+		t.Fatal(err)
+	}
+	if a := sb.RuntimeInfo["accel"]; sb.Runtime != "vm" || (a != "tcg" && a != "kvm") || sb.RuntimeInfo["kernel"] != release {
+		t.Errorf("inspect: runtime %q, runtime_info %v", sb.Runtime, sb.RuntimeInfo)
+	}
+	t.Logf("vm runtime_info: %v", sb.RuntimeInfo)
+	gv := d.create()
+	const loop = `set -e
+dd if=/dev/zero of=/tmp/disk.img bs=1M count=16 2>/dev/null
+mkfs.ext4 -q /tmp/disk.img
+mkdir -p /mnt/loop && mount -o loop /tmp/disk.img /mnt/loop
+echo on-ext4 > /mnt/loop/f && cat /mnt/loop/f && grep -c ' /mnt/loop ext4 ' /proc/mounts`
+	// The root is itself an overlay, which cannot be another overlay's
+	// upper layer (as inside any container): the layers live on a tmpfs.
+	const overlay = `set -e
+mkdir -p /o && mount -t tmpfs tmpfs /o
+mkdir -p /o/lower /o/upper /o/work /o/merged && echo low > /o/lower/f
+mount -t overlay overlay -o lowerdir=/o/lower,upperdir=/o/upper,workdir=/o/work /o/merged
+echo high >> /o/merged/f && cat /o/merged/f /o/upper/f`
+	for name, tt := range map[string]struct{ script, want string }{
+		"loop mount": {loop, "on-ext4\n1\n"}, "overlay mount": {overlay, "low\nhigh\nlow\nhigh\n"},
+	} {
+		if out, errs, code := d.cli("", "exec", id, "--", "sh", "-c", tt.script); code != 0 || out != tt.want {
+			t.Errorf("%s in the vm: exit %d, %q %q", name, code, out, errs)
+		}
+		out, errs, code := d.cli("", "exec", gv, "--", "sh", "-c", tt.script)
+		if code == 0 || !strings.Contains(errs, "ermission denied") && !strings.Contains(errs, "not permitted") {
+			t.Errorf("%s in gvisor should fail clearly: exit %d, %q %q", name, code, out, errs)
+		}
+	}
+}
+
+// modprobe works in a vm: the kernel's whole module tree is in the guest.
+// The image adds kmod to the base.
+func TestVMModprobe(t *testing.T) {
+	d := startDaemon(t)
+	d.mustBuild(t.TempDir(), "base: debian:bookworm\nsteps:\n  - apt_install: [kmod]\n", "-t", "test/kmod:1")
+	out, errs, code := d.cli("", "run", "--runtime", "vm", "--image", "test/kmod:1", "--", "sh", "-c", "modprobe isofs && grep -c '^isofs ' /proc/modules")
+	if code != 0 || out != "1\n" {
+		t.Errorf("modprobe in the vm: exit %d, %q %q", code, out, errs)
+	}
+	out, errs, code = d.cli("", "run", "--image", "test/kmod:1", "--", "modprobe", "isofs")
+	if code == 0 || !strings.Contains(errs, "not found") {
+		t.Errorf("modprobe in gvisor should fail clearly: exit %d, %q %q", code, out, errs)
+	}
+}
+
+// Ten vm sandboxes created and removed leave no qemu process, socket,
+// disk or cgroup behind.
+func TestVMCreateRemoveLeavesNothing(t *testing.T) {
+	d := startDaemon(t)
+	var mu sync.Mutex
+	var ids []string
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				out, errs, code := d.cli("", "create", "--runtime", "vm")
+				if code != 0 {
+					t.Errorf("worker %d: create: exit %d %s", w, code, errs)
+					return
+				}
+				id := strings.TrimSpace(out)
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+				if _, errs, code := d.cli("", "rm", id); code != 0 {
+					t.Errorf("rm %s: %s", id, errs)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(ids) != 10 {
+		t.Fatalf("created %d vm sandboxes, want 10", len(ids))
+	}
+	d.assertNoLeaks(t, ids)
+	if ents, _ := os.ReadDir(filepath.Join(d.state, "vm", "sandboxes")); len(ents) != 0 {
+		t.Errorf("the vm runtime still lists %d sandboxes", len(ents))
+	}
+}
