@@ -14,7 +14,7 @@ func newBenchCmd() *cobra.Command {
 	cfg := bench.Config{}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure a running daemon against raw runsc, side by side (needs root for the baseline)",
+		Short: "Measure a running daemon against raw runsc (or, with --runtime vm, raw QEMU), side by side (needs root for the baseline)",
 		Args:  cobra.NoArgs,
 		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
 			return bench.Run(ctx, c, cfg, os.Stdout)
@@ -27,5 +27,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory for the baseline (default: the system temp dir)")
 	f.IntVar(&cfg.FileMiB, "file-mib", 64, "size of the throughput file in MiB")
 	f.StringVar(&cfg.Image, "image", "", "also measure time to interactive from this image, beside the base")
+	f.StringVar(&cfg.Runtime, "runtime", "gvisor", "gvisor (against raw runsc) or vm (against a raw QEMU boot)")
+	f.StringVar(&cfg.KernelDir, "vm-kernel", "/var/lib/corral/vm/kernel/current", "guest kernel for the raw QEMU baseline")
 	return cmd
 }

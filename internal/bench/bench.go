@@ -1,4 +1,5 @@
-// Package bench measures Corral against raw runsc, side by side in one run:
+// Package bench measures Corral against raw runsc (and vm sandboxes against a
+// raw QEMU boot of the same kernel, initramfs and disks), side by side in one run:
 // time to interactive (create to the first output of echo), exec round trip,
 // and file throughput. It drives a running daemon through the Go SDK and
 // runsc directly with an equivalent OCI bundle (same root filesystem, same
@@ -27,6 +28,8 @@ type Config struct {
 	WorkDir   string // scratch space for raw runsc bundles and state
 	FileMiB   int    // size of the throughput file
 	Image     string // also measure time to interactive from this image ("" skips)
+	Runtime   string // "gvisor" (default) or "vm"
+	KernelDir string // the vm runtime's guest kernel (for the raw QEMU baseline)
 }
 
 // Result is one measured figure.
@@ -48,6 +51,9 @@ func (r Result) Percentile(p float64) time.Duration {
 
 // Run measures everything and writes a report to out.
 func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error {
+	if cfg.Runtime == "vm" {
+		return runVM(ctx, c, cfg, out)
+	}
 	raw, err := newRaw(cfg)
 	if err != nil {
 		return err
@@ -107,10 +113,15 @@ func ratio(a, b time.Duration) float64 {
 // corralTTI creates n sandboxes one after another and times create through
 // the first stdout byte of echo; removal is not timed.
 func corralTTI(ctx context.Context, c *corral.Client, n int, image string) (Result, error) {
+	return corralTTIOn(ctx, c, n, image, "")
+}
+
+// corralTTIOn is corralTTI on a given runtime ("" for the default).
+func corralTTIOn(ctx context.Context, c *corral.Client, n int, image, rt string) (Result, error) {
 	res := Result{Name: "corral tti"}
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{Image: image})
+		sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{Image: image, Runtime: rt})
 		if err != nil {
 			return res, err
 		}

@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"corral/internal/runtime/vm"
+	"corral/sdk/go/corral"
+)
+
+// runVM measures vm sandboxes' time to interactive beside a raw QEMU boot
+// of the same kernel, initramfs and disks to the guest's ready line.
+func runVM(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error {
+	agent, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(cfg.WorkDir, "corral-bench-vm-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	r, err := vm.New(vm.Config{KernelDir: cfg.KernelDir, StateDir: filepath.Join(work, "state"), AgentBinary: agent,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "corral bench --runtime vm: n=%d, accel=%s, kernel=%s\n\n", cfg.N, r.Accel(), r.KernelRelease())
+	// One boot each, untimed, builds the caches (disk images, initramfs).
+	if _, err := r.RawBoot(ctx, cfg.RootFS, filepath.Join(work, "warm")); err != nil {
+		return fmt.Errorf("raw qemu boot: %w", err)
+	}
+	if _, err := corralTTIOn(ctx, c, 1, "", "vm"); err != nil {
+		return fmt.Errorf("corral vm create: %w", err)
+	}
+	ours, err := corralTTIOn(ctx, c, cfg.N, "", "vm")
+	if err != nil {
+		return fmt.Errorf("corral vm time to interactive: %w", err)
+	}
+	raw := Result{Name: "raw qemu"}
+	for i := range cfg.N {
+		d, err := r.RawBoot(ctx, cfg.RootFS, filepath.Join(work, fmt.Sprintf("raw-%d", i)))
+		if err != nil {
+			return fmt.Errorf("raw qemu boot: %w", err)
+		}
+		raw.Samples = append(raw.Samples, d)
+	}
+	fmt.Fprintf(out, "vm time to interactive (create → first output of echo) vs raw QEMU boot to the guest's ready line\n")
+	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "corral vm", ms(ours.Percentile(50)), ms(ours.Percentile(95)))
+	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "raw qemu", ms(raw.Percentile(50)), ms(raw.Percentile(95)))
+	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n", "ratio",
+		ratio(ours.Percentile(50), raw.Percentile(50)), ratio(ours.Percentile(95), raw.Percentile(95)))
+	return nil
+}
+
