@@ -56,4 +56,3 @@ func runVM(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) err
 		ratio(ours.Percentile(50), raw.Percentile(50)), ratio(ours.Percentile(95), raw.Percentile(95)))
 	return nil
 }
-

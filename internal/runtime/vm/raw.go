@@ -71,4 +71,3 @@ func rawArgs(args []string) []string {
 	}
 	return out
 }
-
