@@ -39,14 +39,23 @@ func hostAddr(t *testing.T) string {
 	return ""
 }
 
+// runtimes are the runtimes every network policy test runs against.
+var runtimes = []string{"gvisor", "vm"}
+
 func TestNetworkDefaultPolicy(t *testing.T) {
+	for _, rt := range runtimes {
+		t.Run(rt, func(t *testing.T) { testNetworkDefaultPolicy(t, rt) })
+	}
+}
+
+func testNetworkDefaultPolicy(t *testing.T, rt string) {
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
 	w := newWorld(t)
 	d := startDaemon(t, "--dns-upstream", w.dnsAddr)
-	id := d.create()
-	other := d.create()
+	id := d.create("--runtime", rt)
+	other := d.create("--runtime", rt)
 	if out := d.curl(id, "http://"+inetAddr+"/"); !strings.HasPrefix(out, "inet ") {
 		t.Fatalf("default policy cannot reach the test internet: %q", out)
 	}
@@ -133,6 +142,12 @@ func gatewayOf(t *testing.T, addr string) string {
 }
 
 func TestNetworkPolicies(t *testing.T) {
+	for _, rt := range runtimes {
+		t.Run(rt, func(t *testing.T) { testNetworkPolicies(t, rt) })
+	}
+}
+
+func testNetworkPolicies(t *testing.T, rt string) {
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -140,7 +155,7 @@ func TestNetworkPolicies(t *testing.T) {
 	d := startDaemon(t, "--dns-upstream", w.dnsAddr)
 
 	t.Run("block", func(t *testing.T) {
-		id := d.create("--block-network")
+		id := d.create("--runtime", rt, "--block-network")
 		if out := d.curl(id, "http://"+inetAddr+"/"); out != "" {
 			t.Errorf("block_network reached the internet: %q", out)
 		}
@@ -149,7 +164,7 @@ func TestNetworkPolicies(t *testing.T) {
 		}
 	})
 	t.Run("cidr", func(t *testing.T) {
-		id := d.create("--cidr-allow", inetAddr+"/32")
+		id := d.create("--runtime", rt, "--cidr-allow", inetAddr+"/32")
 		if out := d.curl(id, "http://"+inetAddr+"/"); !strings.HasPrefix(out, "inet") {
 			t.Errorf("allowed range unreachable: %q", out)
 		}
@@ -158,7 +173,7 @@ func TestNetworkPolicies(t *testing.T) {
 		}
 	})
 	t.Run("domain", func(t *testing.T) {
-		id := d.create("--domain-allow", "allowed.test")
+		id := d.create("--runtime", rt, "--domain-allow", "allowed.test")
 		if out := d.curl(id, "http://allowed.test/"); !strings.HasPrefix(out, "inet allowed.test") {
 			t.Fatalf("allowed.test unreachable: %q", out)
 		}
@@ -185,7 +200,7 @@ func TestNetworkPolicies(t *testing.T) {
 		}
 	})
 	t.Run("live change", func(t *testing.T) {
-		id := d.create()
+		id := d.create("--runtime", rt)
 		if out := d.curl(id, "http://"+inetAddr+"/"); out == "" {
 			t.Fatal("default policy cannot reach the internet")
 		}
