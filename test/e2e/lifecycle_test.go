@@ -11,6 +11,12 @@ import (
 )
 
 func TestEntrypointTimeoutAndKill(t *testing.T) {
+	for _, rt := range runtimes {
+		t.Run(rt, func(t *testing.T) { testEntrypointTimeoutAndKill(t, rt) })
+	}
+}
+
+func testEntrypointTimeoutAndKill(t *testing.T, rt string) {
 	d := startDaemon(t)
 	tests := []struct {
 		name     string
@@ -25,7 +31,7 @@ func TestEntrypointTimeoutAndKill(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			id := d.create(tt.args...)
+			id := d.create(append([]string{"--runtime", rt}, tt.args...)...)
 			if tt.rm {
 				d.mustCLI("rm", id)
 			}
@@ -37,7 +43,7 @@ func TestEntrypointTimeoutAndKill(t *testing.T) {
 		})
 	}
 	// The entrypoint's output is the sandbox's log.
-	id := d.create("--entrypoint", "echo from-entrypoint; echo err-line >&2")
+	id := d.create("--runtime", rt, "--entrypoint", "echo from-entrypoint; echo err-line >&2")
 	d.cli("", "wait", id)
 	if out := d.mustCLI("logs", id); !strings.Contains(out, "from-entrypoint") || !strings.Contains(out, "err-line") {
 		t.Errorf("logs: %q", out)
@@ -83,10 +89,16 @@ func TestInspectAndList(t *testing.T) {
 // After kill -9 of the daemon and a restart, every sandbox is either running
 // and usable or terminated, and nothing leaks.
 func TestDaemonKill9Recovery(t *testing.T) {
+	for _, rt := range runtimes {
+		t.Run(rt, func(t *testing.T) { testDaemonKill9Recovery(t, rt) })
+	}
+}
+
+func testDaemonKill9Recovery(t *testing.T, rt string) {
 	d := startDaemon(t)
 	var ids []string
 	for i := 0; i < 3; i++ {
-		ids = append(ids, d.create())
+		ids = append(ids, d.create("--runtime", rt))
 	}
 	d.mustCLI("exec", ids[0], "--", "sh", "-c", "echo kept > /root/state")
 	d.kill9()

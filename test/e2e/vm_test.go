@@ -42,6 +42,7 @@ func TestVMRuntime(t *testing.T) {
 		t.Errorf("inspect: runtime %q, runtime_info %v", sb.Runtime, sb.RuntimeInfo)
 	}
 	t.Logf("vm runtime_info: %v", sb.RuntimeInfo)
+	checkVMResources(t, d)
 	gv := d.create()
 	const loop = `set -e
 dd if=/dev/zero of=/tmp/disk.img bs=1M count=16 2>/dev/null
@@ -118,4 +119,46 @@ func TestVMCreateRemoveLeavesNothing(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(d.state, "vm", "sandboxes")); len(ents) != 0 {
 		t.Errorf("the vm runtime still lists %d sandboxes", len(ents))
 	}
+}
+
+// checkVMResources: the CPU limit (rounded up) sets the vCPUs and the CFS quota of the
+// QEMU process's cgroup, --memory the guest's RAM (and QEMU's memory limit
+// above it).
+func checkVMResources(t *testing.T, d *daemon) {
+	id := d.create("--runtime", "vm", "--cpu", "1", "--cpu-limit", "1.5", "--memory", "768")
+	var sb struct {
+		RuntimeInfo map[string]string `json:"runtime_info"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCLI("inspect", id)), &sb); err != nil {
+		t.Fatal(err)
+	}
+	if sb.RuntimeInfo["vcpus"] != "2" || sb.RuntimeInfo["ram_mb"] != "768" {
+		t.Errorf("runtime_info %v, want 2 vcpus and 768 MB", sb.RuntimeInfo)
+	}
+	if out := d.mustCLI("exec", id, "--", "nproc"); strings.TrimSpace(out) != "2" {
+		t.Errorf("the guest sees %q CPUs", out)
+	}
+	quota := readCgroup(t, "cpu", id, "cpu.cfs_quota_us", "cpu.max")
+	if quota != "150000" && !strings.HasPrefix(quota, "150000 ") {
+		t.Errorf("cpu quota of the vm's cgroup = %q, want 1.5 CPUs", quota)
+	}
+	procs := readCgroup(t, "cpu", id, "cgroup.procs", "cgroup.procs")
+	if strings.TrimSpace(procs) == "" {
+		t.Error("no process (QEMU) in the vm's cgroup")
+	}
+	if mem := readCgroup(t, "memory", id, "memory.limit_in_bytes", "memory.max"); mem == "" || mem == "max" {
+		t.Errorf("no memory limit on the vm's cgroup: %q", mem)
+	}
+	d.mustCLI("rm", id)
+}
+
+// readCgroup reads a file of the vm cgroup of id, v1 name first.
+func readCgroup(t *testing.T, controller, id, v1, v2 string) string {
+	for _, p := range []string{filepath.Join("/sys/fs/cgroup", controller, "corral-vm", id, v1), filepath.Join("/sys/fs/cgroup/corral-vm", id, v2)} {
+		if b, err := os.ReadFile(p); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Errorf("no %s cgroup file for %s", controller, id)
+	return ""
 }
