@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"corral/internal/errdefs"
 	"corral/internal/image/store"
+	"corral/internal/keylimit"
 	"corral/internal/manager"
+	"corral/internal/sandbox"
 	"corral/pkg/apiv1"
 )
 
@@ -30,13 +31,8 @@ type Builder struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	locks map[store.Digest]*keyLock
-}
-
-type keyLock struct {
-	mu   sync.Mutex
-	refs int
+	// locks makes concurrent builds run each step (key) once.
+	locks keylimit.Mutex
 }
 
 // New returns a Builder.
@@ -45,7 +41,7 @@ func New(cfg Config) *Builder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Builder{cfg: cfg, log: log, locks: map[store.Digest]*keyLock{}}
+	return &Builder{cfg: cfg, log: log}
 }
 
 // Request is one build.
@@ -119,7 +115,7 @@ func (r *run) step(ctx context.Context, n int, s step, st state) (state, error) 
 	key := chainKey(st.key, s.canon)
 	switch s.kind {
 	case kindEnv:
-		st.config.Env = mergeEnv(st.config.Env, envList(s.def.Env))
+		st.config.Env = sandbox.MergeEnv(st.config.Env, envList(s.def.Env))
 		return r.noWork(n, s, st, key), nil
 	case kindUser:
 		st.config.User = s.def.User
@@ -210,7 +206,7 @@ func (r *run) finish(st state) (store.Image, error) {
 		cfg.Cmd = spec.Cmd
 	}
 	if len(spec.Env) > 0 {
-		cfg.Env = mergeEnv(cfg.Env, envList(spec.Env))
+		cfg.Env = sandbox.MergeEnv(cfg.Env, envList(spec.Env))
 	}
 	if spec.Workdir != "" {
 		cfg.Workdir = spec.Workdir
@@ -235,25 +231,7 @@ func (r *run) finish(st state) (store.Image, error) {
 }
 
 // lock takes the per-key lock; the returned func releases it.
-func (b *Builder) lock(key store.Digest) func() {
-	b.mu.Lock()
-	l := b.locks[key]
-	if l == nil {
-		l = &keyLock{}
-		b.locks[key] = l
-	}
-	l.refs++
-	b.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		b.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(b.locks, key)
-		}
-		b.mu.Unlock()
-	}
-}
+func (b *Builder) lock(key store.Digest) func() { return b.locks.Lock(string(key)) }
 
 func lastLayer(after, before []store.Digest) string {
 	if len(after) > len(before) {

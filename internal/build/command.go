@@ -89,24 +89,3 @@ func envList(env map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
-
-// mergeEnv returns base with over's variables replacing same-named ones,
-// in base's order, new ones after.
-func mergeEnv(base, over []string) []string {
-	idx := map[string]int{}
-	out := append([]string(nil), base...)
-	for i, kv := range out {
-		k, _, _ := strings.Cut(kv, "=")
-		idx[k] = i
-	}
-	for _, kv := range over {
-		k, _, _ := strings.Cut(kv, "=")
-		if i, ok := idx[k]; ok {
-			out[i] = kv
-			continue
-		}
-		idx[k] = len(out)
-		out = append(out, kv)
-	}
-	return out
-}

@@ -122,10 +122,3 @@ func TestKeys(t *testing.T) {
 		t.Errorf("changing step 2 should change keys 2 and 3 only: %v vs %v", a, c)
 	}
 }
-
-func TestMergeEnv(t *testing.T) {
-	got := strings.Join(mergeEnv([]string{"A=1", "B=2"}, []string{"B=3", "C=4"}), " ")
-	if got != "A=1 B=3 C=4" {
-		t.Errorf("mergeEnv = %q", got)
-	}
-}

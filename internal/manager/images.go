@@ -3,12 +3,12 @@ package manager
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"corral/internal/cleanup"
 	"corral/internal/errdefs"
 	imagestore "corral/internal/image/store"
 	"corral/internal/runtime"
+	"corral/internal/sandbox"
 )
 
 // baseImage is the image name of the Debian base every daemon has.
@@ -39,7 +39,7 @@ func (m *Manager) prepareImage(c *cleanup.Cleanup, l *live, params *runtime.Star
 		return fmt.Errorf("image %s: %w", img.Digest, err)
 	}
 	params.RootFS = root
-	params.Env = mergeEnv(img.Config.Env, params.Env)
+	params.Env = sandbox.MergeEnv(img.Config.Env, params.Env)
 	l.mu.Lock()
 	l.sb.Spec.ImageDigest = string(img.Digest)
 	if l.sb.Spec.Workdir == "" {
@@ -77,22 +77,6 @@ func (m *Manager) releaseOrphanLeases(known map[string]bool) {
 			m.releaseImage(id)
 		}
 	}
-}
-
-// mergeEnv returns base with over's variables replacing same-named ones.
-func mergeEnv(base, over []string) []string {
-	seen := map[string]bool{}
-	for _, kv := range over {
-		k, _, _ := strings.Cut(kv, "=")
-		seen[k] = true
-	}
-	out := make([]string, 0, len(base)+len(over))
-	for _, kv := range base {
-		if k, _, _ := strings.Cut(kv, "="); !seen[k] {
-			out = append(out, kv)
-		}
-	}
-	return append(out, over...)
 }
 
 // Images returns the image store (nil when the daemon has none).

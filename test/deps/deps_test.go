@@ -65,7 +65,7 @@ var onlyImports = map[string][]string{
 	"corral/internal/image/overlaytar":    {"corral/internal/errdefs"},
 	"corral/internal/vminit":              {"golang.org/x/sys/unix", "github.com/vishvananda/netlink"},
 	"corral/internal/image/oci":           {"corral/internal/errdefs", "corral/internal/image/store", "github.com/google/go-containerregistry/"},
-	"corral/internal/image/store":         {"corral/internal/errdefs", "corral/internal/cleanup", "corral/internal/mountinfo", "corral/internal/image/tarx", "golang.org/x/sys/unix"},
+	"corral/internal/image/store":         {"corral/internal/errdefs", "corral/internal/cleanup", "corral/internal/mountinfo", "corral/internal/keylimit", "corral/internal/image/tarx", "golang.org/x/sys/unix"},
 }
 
 // TestLeafImports: the guest agent, the protocol and the network layer's

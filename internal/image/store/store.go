@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"corral/internal/keylimit"
 )
 
 // Limits on what the store accepts and reads back.
@@ -38,15 +40,9 @@ type Store struct {
 	// final rename of a layer and Prune.
 	mu sync.Mutex
 
-	// layerMu guards layerLocks, the per-digest locks that make
-	// concurrent AddLayer calls of one digest extract it once.
-	layerMu    sync.Mutex
-	layerLocks map[Digest]*digestLock
-}
-
-type digestLock struct {
-	mu   sync.Mutex
-	refs int
+	// layerLocks are the per-digest locks that make concurrent AddLayer
+	// calls of one digest extract it once.
+	layerLocks keylimit.Mutex
 }
 
 // Open opens (creating if needed) the store at root and discards any work
@@ -73,7 +69,7 @@ func Open(root string, log *slog.Logger) (*Store, error) {
 	if abs, err = filepath.EvalSymlinks(abs); err != nil {
 		return nil, fmt.Errorf("opening image store %s: %w", root, err)
 	}
-	s := &Store{root: abs, log: log, grace: defaultGrace, layerLocks: map[Digest]*digestLock{}}
+	s := &Store{root: abs, log: log, grace: defaultGrace}
 	if err := os.RemoveAll(s.path("tmp")); err != nil {
 		return nil, fmt.Errorf("opening image store %s: clearing tmp: %w", root, err)
 	}
@@ -99,25 +95,7 @@ func (s *Store) imagePath(d Digest) string {
 }
 
 // lockDigest takes the per-digest lock; the returned func releases it.
-func (s *Store) lockDigest(d Digest) func() {
-	s.layerMu.Lock()
-	l := s.layerLocks[d]
-	if l == nil {
-		l = &digestLock{}
-		s.layerLocks[d] = l
-	}
-	l.refs++
-	s.layerMu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		s.layerMu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(s.layerLocks, d)
-		}
-		s.layerMu.Unlock()
-	}
-}
+func (s *Store) lockDigest(d Digest) func() { return s.layerLocks.Lock(string(d)) }
 
 // writeFileAtomic writes data to path through a synced temporary file in the
 // same directory and a rename, then syncs the directory.

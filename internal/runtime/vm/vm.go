@@ -51,11 +51,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"corral/internal/errdefs"
+	"corral/internal/keylimit"
 	"corral/internal/runtime"
 )
 
@@ -89,8 +89,8 @@ type Runtime struct {
 	log    *slog.Logger
 	kernel kernel
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	// locks serialises the building of each cached artefact.
+	locks keylimit.Mutex
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -137,7 +137,7 @@ func New(cfg Config) (*Runtime, error) {
 		}
 	}
 	cfg.Logger.Info("vm runtime ready", "op", "init", "accel", cfg.Accel, "machine", cfg.Machine, "kernel", k.release, "qemu", cfg.QEMUPath)
-	return &Runtime{cfg: cfg, log: cfg.Logger, kernel: k, locks: map[string]*sync.Mutex{}}, nil
+	return &Runtime{cfg: cfg, log: cfg.Logger, kernel: k}, nil
 }
 
 // Name is the runtime's API name.
@@ -176,17 +176,7 @@ func kvmUsable() bool {
 }
 
 // lockKey serialises work on one key (a cached artefact's path).
-func (r *Runtime) lockKey(key string) func() {
-	r.mu.Lock()
-	l := r.locks[key]
-	if l == nil {
-		l = &sync.Mutex{}
-		r.locks[key] = l
-	}
-	r.mu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
+func (r *Runtime) lockKey(key string) func() { return r.locks.Lock(key) }
 
 func checkRef(ref runtime.Ref) error {
 	if ref.ID == "" || strings.ContainsAny(ref.ID, "/\x00") || ref.ID == "." || ref.ID == ".." {
