@@ -78,6 +78,7 @@ var routes = []route{
 	{"POST /v1/sandboxes/{id}/fs/remove", false, func(s *Server) http.HandlerFunc { return s.removePath }},
 	{"POST /v1/sandboxes/{id}/fs/rename", false, func(s *Server) http.HandlerFunc { return s.renamePath }},
 	{"POST /v1/sandboxes/{id}/fs/chmod", false, func(s *Server) http.HandlerFunc { return s.chmodPath }},
+	{"POST /v1/sandboxes/{id}/snapshots/fs", false, func(s *Server) http.HandlerFunc { return s.snapshotFS }},
 	{"GET /v1/images", false, func(s *Server) http.HandlerFunc { return s.listImages }},
 	{"POST /v1/images/prune", false, func(s *Server) http.HandlerFunc { return s.pruneImages }},
 	{"POST /v1/images/import", false, func(s *Server) http.HandlerFunc { return s.importImage }},

@@ -206,3 +206,9 @@ func strictUnmarshal(data []byte, v any) error {
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
 }
+
+// SnapshotFSRequest is the body of POST /v1/sandboxes/{id}/snapshots/fs.
+type SnapshotFSRequest struct {
+	// Tag names the image (name:tag); empty leaves it untagged.
+	Tag string `json:"tag,omitempty"`
+}

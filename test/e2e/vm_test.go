@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -161,4 +163,37 @@ func readCgroup(t *testing.T, controller, id, v1, v2 string) string {
 	}
 	t.Errorf("no %s cgroup file for %s", controller, id)
 	return ""
+}
+
+// A vm whose QEMU dies (killed from outside) ends as crashed, and nothing
+// of it is left.
+func TestVMCrashReconciled(t *testing.T) {
+	d := startDaemon(t)
+	id := d.create("--runtime", "vm")
+	b, err := os.ReadFile(filepath.Join(d.state, "sandboxes", id, "qemu.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ := d.cli("", "wait", id, "--timeout", "60s")
+	if strings.TrimSpace(out) != "137" {
+		t.Errorf("wait after QEMU was killed printed %q, want 137", out)
+	}
+	var sb struct {
+		State     string `json:"state"`
+		EndReason string `json:"end_reason"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCLI("inspect", id)), &sb); err != nil {
+		t.Fatal(err)
+	}
+	if sb.State != "terminated" || sb.EndReason != "crashed" {
+		t.Errorf("after QEMU died: state %s, reason %s", sb.State, sb.EndReason)
+	}
+	d.assertNoLeaks(t, []string{id})
 }

@@ -1,0 +1,69 @@
+package build
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"corral/internal/errdefs"
+	"corral/internal/image/store"
+	"corral/pkg/apiv1"
+)
+
+// SnapshotFS turns a running sandbox's writable layer into an image: the
+// sandbox's image (the base as a layer, for sandboxes of the base) with
+// one more layer holding what the sandbox changed, and the image's
+// configuration. The sandbox keeps running; what its processes write
+// during the export may or may not be included. The image is tagged tag
+// when set.
+func (b *Builder) SnapshotFS(ctx context.Context, sandboxID, tag string) (store.Image, error) {
+	if tag != "" {
+		if _, err := store.ParseRef(tag); err != nil {
+			return store.Image{}, errdefs.Invalid("tag", "%v", err)
+		}
+	}
+	sb, err := b.cfg.Manager.Get(ctx, sandboxID)
+	if err != nil {
+		return store.Image{}, err
+	}
+	r := &run{b: b, req: Request{Emit: func(apiv1.BuildEvent) {}}}
+	var parent state
+	if sb.Spec.ImageDigest == "" {
+		// The base image is a directory: its layer is the same one a
+		// debian:bookworm build starts from (cached).
+		base := apiv1.BuildBase{Debian: supportedSuite}
+		r.p = &plan{spec: apiv1.BuildSpec{Base: base}}
+		if parent, err = r.debianBase(ctx, base); err != nil {
+			return store.Image{}, fmt.Errorf("the base image as a layer: %w", err)
+		}
+	} else {
+		img, err := b.cfg.Store.Resolve(sb.Spec.ImageDigest)
+		if err != nil {
+			return store.Image{}, fmt.Errorf("the sandbox's image: %w", err)
+		}
+		parent = state{layers: img.Layers, config: img.Config}
+	}
+	layer, err := r.exportLayer(ctx, sandboxID)
+	if err != nil {
+		return store.Image{}, err
+	}
+	layers := parent.layers
+	if layer != "" && !slices.Contains(layers, layer) {
+		layers = append(slices.Clip(layers), layer)
+	}
+	if len(layers) > store.MaxLayers {
+		return store.Image{}, fmt.Errorf("%w: the image would have %d layers (at most %d)", errdefs.ErrResourceExhausted, len(layers), store.MaxLayers)
+	}
+	img, err := b.cfg.Store.PutImage(layers, parent.config)
+	if err != nil {
+		return store.Image{}, err
+	}
+	b.log.Info("filesystem snapshot", "op", "snapshot", "sandbox", sandboxID, "image", img.Digest, "tag", tag)
+	if tag == "" {
+		return img, nil
+	}
+	if err := b.cfg.Store.Tag(tag, img.Digest); err != nil {
+		return store.Image{}, err
+	}
+	return b.cfg.Store.Resolve(string(img.Digest))
+}
