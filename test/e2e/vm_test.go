@@ -151,6 +151,17 @@ func checkVMResources(t *testing.T, d *daemon) {
 	if mem := readCgroup(t, "memory", id, "memory.limit_in_bytes", "memory.max"); mem == "" || mem == "max" {
 		t.Errorf("no memory limit on the vm's cgroup: %q", mem)
 	}
+	// QEMU itself runs without root once the machine is set up.
+	pid, _ := os.ReadFile(filepath.Join(d.state, "sandboxes", id, "qemu.pid"))
+	status, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" && f[1] == "0" {
+			t.Errorf("qemu runs as root: %s", line)
+		}
+	}
 	d.mustCLI("rm", id)
 }
 

@@ -27,6 +27,8 @@ const (
 	tbSizeMB      = 64
 	defaultDiskMB = 10 * 1024
 	qemuPids      = 1024
+	// qemuUser is who QEMU runs as once the machine is set up.
+	qemuUser = "nobody"
 )
 
 // machine is everything one boot needs.
@@ -143,6 +145,14 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) []string {
 		"-device", "virtio-balloon-pci,free-page-reporting=on",
 		"-qmp", "unix:" + filepath.Join(dir, qmpSock) + ",server=on,wait=off",
 		"-pidfile", filepath.Join(dir, pidFile), "-daemonize",
+		// QEMU's own log (errors after it daemonized).
+		"-D", filepath.Join(dir, qemuLog),
+		// Confine QEMU: a seccomp filter without obsolete or
+		// resource-control calls and, once set up (disks, sockets and the
+		// tap are open), no root. (elevateprivileges=deny would forbid the
+		// drop to qemuUser itself, spawn=deny the fork of -daemonize.)
+		"-sandbox", "on,obsolete=deny,resourcecontrol=deny",
+		"-runas", qemuUser,
 	}
 	args = append(args, drive("root", m.rootDisk, vminit.SerialRoot, true)...)
 	args = append(args, drive("scratch", m.scratch, vminit.SerialScratch, false)...)

@@ -24,6 +24,7 @@ const (
 	qmpSock     = "qmp.sock"
 	consoleFile = "console.log"
 	infoFile    = "vm.json"
+	qemuLog     = "qemu.log"
 )
 
 // Boot deadlines, from QEMU's start to the guest's agent starting, and
