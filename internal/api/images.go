@@ -90,7 +90,7 @@ func (s *Server) pruneImages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out := apiv1.PruneReport{Images: []string{}, Layers: []string{}, Bytes: rep.Bytes}
+	out := apiv1.PruneReport{Images: []string{}, Layers: []string{}, Bytes: rep.Bytes + s.m.PruneRuntimeCaches()}
 	for _, d := range rep.Images {
 		out.Images = append(out.Images, string(d))
 	}

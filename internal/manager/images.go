@@ -93,3 +93,21 @@ func (m *Manager) ImageInUse(d imagestore.Digest) bool {
 	}
 	return false
 }
+
+// PruneRuntimeCaches drops what runtimes derived from images that are gone
+// (after an image prune), returning the bytes freed.
+func (m *Manager) PruneRuntimeCaches() int64 {
+	var freed int64
+	for name, rt := range m.cfg.Runtimes {
+		p, ok := rt.(runtime.CachePruner)
+		if !ok {
+			continue
+		}
+		n, err := p.PruneCaches()
+		if err != nil {
+			m.log.Warn("pruning runtime caches", "runtime", name, "err", err)
+		}
+		freed += n
+	}
+	return freed
+}

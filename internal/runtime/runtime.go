@@ -123,3 +123,9 @@ type ExportStats struct {
 type Describer interface {
 	Describe(ref Ref) map[string]string
 }
+
+// CachePruner is a runtime with caches derived from images (the vm
+// runtime's disk images): PruneCaches drops those whose source is gone.
+type CachePruner interface {
+	PruneCaches() (int64, error)
+}

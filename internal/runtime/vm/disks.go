@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +38,10 @@ func (r *Runtime) roDisk(ctx context.Context, dir, name string) (string, error) 
 	// Room for metadata, directories and rounding; no journal, no
 	// reserved blocks: the image is never written.
 	sizeMB := size/(1<<20)*115/100 + 64
+	// The source directory, for PruneCaches, before the image appears.
+	if err := os.WriteFile(strings.TrimSuffix(out, ".ext4")+".src", []byte(dir), 0o600); err != nil {
+		return "", err
+	}
 	start := time.Now()
 	err = writeAtomicPath(out, func(tmp string) error {
 		return mkfs(ctx, tmp, sizeMB, dir, "-O", "^has_journal", "-N", strconv.FormatInt(inodes*12/10+4096, 10))
@@ -136,4 +141,58 @@ func writeAtomicPath(path string, make func(tmp string) error) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// PruneCaches removes the cached root disk images whose source directory
+// is gone or was replaced (a pruned image, a rebuilt base), and initramfs
+// files of other agent binaries. A running guest keeps its open files, so
+// nothing in use breaks. It returns the bytes freed.
+func (r *Runtime) PruneCaches() (int64, error) {
+	dir := filepath.Join(r.cfg.StateDir, "disks")
+	current, err := r.initramfs()
+	if err != nil {
+		return 0, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var freed int64
+	for _, e := range ents {
+		name := e.Name()
+		var stale bool
+		switch {
+		case strings.HasPrefix(name, "root-") && strings.HasSuffix(name, ".ext4"):
+			unlock := r.lockKey(filepath.Join(dir, name))
+			stale = r.staleRootDisk(filepath.Join(dir, name))
+			unlock()
+		case strings.HasPrefix(name, "initramfs-"):
+			stale = filepath.Join(dir, name) != current
+		}
+		if !stale {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			freed += fi.Size()
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return freed, err
+		}
+		_ = os.Remove(filepath.Join(dir, strings.TrimSuffix(name, ".ext4")+".src"))
+	}
+	if freed > 0 {
+		r.log.Info("pruned vm disk caches", "op", "prune", "bytes", freed)
+	}
+	return freed, nil
+}
+
+// staleRootDisk reports a root disk image whose recorded source no longer
+// has the identity the image was named after.
+func (r *Runtime) staleRootDisk(path string) bool {
+	src, err := os.ReadFile(strings.TrimSuffix(path, ".ext4") + ".src")
+	if err != nil {
+		return true
+	}
+	name, err := rootDiskName(string(src))
+	return err != nil || name+".ext4" != filepath.Base(path)
 }

@@ -142,3 +142,37 @@ func leftoversOf(r *Runtime, ref runtime.Ref) []string {
 	}
 	return out
 }
+
+// PruneCaches drops the disk image of a root directory that is gone and
+// keeps the one of a directory still there.
+func TestPruneCaches(t *testing.T) {
+	r := newRuntime(t)
+	ctx := context.Background()
+	keep, gone := t.TempDir(), t.TempDir()
+	for _, d := range []string{keep, gone} {
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var disks []string
+	for _, d := range []string{keep, gone} {
+		name, err := rootDiskName(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.roDisk(ctx, d, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		disks = append(disks, p)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.PruneCaches(); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(disks[0]) || exists(disks[1]) {
+		t.Errorf("after prune: kept image exists=%v, gone image exists=%v", exists(disks[0]), exists(disks[1]))
+	}
+}

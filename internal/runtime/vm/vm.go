@@ -136,8 +136,12 @@ func New(cfg Config) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	r := &Runtime{cfg: cfg, log: cfg.Logger, kernel: k}
+	if _, err := r.PruneCaches(); err != nil {
+		cfg.Logger.Warn("pruning vm disk caches", "err", err)
+	}
 	cfg.Logger.Info("vm runtime ready", "op", "init", "accel", cfg.Accel, "machine", cfg.Machine, "kernel", k.release, "qemu", cfg.QEMUPath)
-	return &Runtime{cfg: cfg, log: cfg.Logger, kernel: k}, nil
+	return r, nil
 }
 
 // Name is the runtime's API name.
