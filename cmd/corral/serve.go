@@ -38,6 +38,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.QEMUPath, "qemu", "", "qemu-system-x86_64 binary of the vm runtime (default: on PATH)")
 	f.StringVar(&cfg.VMAccel, "vm-accel", "", "vm accelerator: kvm or tcg (default: kvm where /dev/kvm runs ordinary guests, else tcg)")
 	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 64, "maximum live sandboxes")
+	f.IntVar(&cfg.WarmPool, "warm-pool", 0, "sandboxes of the default spec (base image, gvisor, default resources) kept started for fast creates")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")

@@ -141,7 +141,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, apiv1.Version{Version: s.version, Runtimes: s.m.Runtimes()})
+	v := apiv1.Version{Version: s.version, Runtimes: s.m.Runtimes()}
+	if size, ready, ok := s.m.WarmPool(); ok {
+		v.WarmPool = &apiv1.WarmPool{Size: size, Ready: ready}
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

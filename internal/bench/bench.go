@@ -30,6 +30,7 @@ type Config struct {
 	Image     string // also measure time to interactive from this image ("" skips)
 	Runtime   string // "gvisor" (default) or "vm"
 	KernelDir string // the vm runtime's guest kernel (for the raw QEMU baseline)
+	Warm      bool   // also measure creates from the daemon's warm pool beside cold ones
 }
 
 // Result is one measured figure.
@@ -88,6 +89,11 @@ func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error
 		fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "base", ms(tti.Percentile(50)), ms(tti.Percentile(95)))
 		fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
 			ratio(imgTTI.Percentile(50), tti.Percentile(50)), ratio(imgTTI.Percentile(95), tti.Percentile(95)))
+	}
+	if cfg.Warm {
+		if err := runWarm(ctx, c, cfg.N, out); err != nil {
+			return fmt.Errorf("warm pool: %w", err)
+		}
 	}
 	report(out, "exec round trip (echo in a running sandbox)", execs, rawExecs)
 	return fileThroughput(ctx, c, cfg.FileMiB, out)

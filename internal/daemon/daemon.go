@@ -42,6 +42,7 @@ type Config struct {
 	QEMUPath     string // default: qemu-system-x86_64 on PATH
 	VMAccel      string // "kvm", "tcg" or "" (KVM where usable)
 	MaxSandboxes int
+	WarmPool     int // started sandboxes of the default spec kept ready
 	Net          NetConfig
 	Version      string
 	Logger       *slog.Logger
@@ -108,7 +109,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	m, err := manager.New(ctx, manager.Config{
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Store: st, Logger: log,
-		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, Network: networking,
+		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPool: cfg.WarmPool, Network: networking,
 		Images: images,
 	})
 	if err != nil {

@@ -37,6 +37,15 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 		}
 		return nil, fmt.Errorf("%w: runtime %q is not supported by this daemon (available: %v)", errdefs.ErrNotSupported, spec.Runtime, m.Runtimes())
 	}
+	if m.pool != nil && m.pool.fits(spec) {
+		if l := m.pool.take(); l != nil {
+			defer m.refill()
+			sb, ok, err := m.claim(ctx, l, spec)
+			if ok || err != nil {
+				return sb, err
+			}
+		}
+	}
 	id := sandbox.NewID()
 	sb := &sandbox.Sandbox{
 		ID: id, Spec: spec, State: sandbox.Creating, CreatedAt: time.Now().UTC(),
@@ -134,6 +143,12 @@ func (m *Manager) start(ctx context.Context, l *live) error {
 	fields := map[string]string{"runtime": l.rt.Name(), "agent": client.AgentVersion()}
 	for k, v := range info {
 		fields[k] = v
+	}
+	l.mu.Lock()
+	pooled := l.pooled
+	l.mu.Unlock()
+	if pooled {
+		return nil // started and watched when handed out
 	}
 	m.event(sb.ID, "running", "sandbox running", fields)
 	m.watch(l, client)

@@ -19,7 +19,7 @@ const maxLogBytes = 16 << 20
 func (m *Manager) startEntrypoint(ctx context.Context, l *live, client *agentapi.Client) error {
 	sb := l.snapshot()
 	stream, err := client.Start(m.ctx, agentapi.StartRequest{
-		Args: sb.Spec.Entrypoint, Cwd: sb.Spec.Workdir, User: sb.Spec.User, Tag: entrypointTag,
+		Args: sb.Spec.Entrypoint, Env: sb.Spec.Env, Cwd: sb.Spec.Workdir, User: sb.Spec.User, Tag: entrypointTag,
 	})
 	if err != nil {
 		return fmt.Errorf("starting entrypoint: %w", err)

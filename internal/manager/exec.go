@@ -52,7 +52,7 @@ func (m *Manager) Exec(ctx context.Context, id string, p ExecParams) (*Process, 
 		user = spec.User
 	}
 	stream, err := client.Start(ctx, agentapi.StartRequest{
-		Args: p.Args, Env: p.Env, Cwd: cwd, User: user, Stdin: p.Stdin, PTY: p.PTY,
+		Args: p.Args, Env: mergeEnvMap(spec.Env, p.Env), Cwd: cwd, User: user, Stdin: p.Stdin, PTY: p.PTY,
 		TimeoutMS: p.Timeout.Milliseconds(), Tag: p.Tag,
 	})
 	if err != nil {

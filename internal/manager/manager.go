@@ -51,6 +51,9 @@ type Config struct {
 	MaxSandboxes int
 	// AgentTimeout bounds the wait for a new sandbox's agent. Default 30 s.
 	AgentTimeout time.Duration
+	// WarmPool is how many started sandboxes of the default spec wait to
+	// be handed out by creates (0: none).
+	WarmPool int
 }
 
 // Manager is the sandbox manager. Its methods are safe for concurrent use.
@@ -67,6 +70,8 @@ type Manager struct {
 	live map[string]*live
 
 	decisions chan policy.Decision // egress decisions for the event log
+
+	pool *warmPool // nil without a warm pool
 }
 
 // New builds a Manager and reconciles the store with what the runtimes run.
@@ -95,12 +100,23 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		m.wg.Wait()
 		return nil, fmt.Errorf("reconciling sandboxes: %w", err)
 	}
+	if cfg.WarmPool > 0 {
+		pool, err := newWarmPool(cfg.WarmPool)
+		if err != nil {
+			cancel()
+			m.wg.Wait()
+			return nil, err
+		}
+		m.pool = pool
+		m.refill()
+	}
 	return m, nil
 }
 
 // Close stops the manager's background work. Sandboxes keep running; the
 // next daemon reconciles and adopts them.
 func (m *Manager) Close() {
+	m.drainPool()
 	m.cancel()
 	m.mu.Lock()
 	for _, l := range m.live {
@@ -148,12 +164,17 @@ func (m *Manager) List(ctx context.Context) ([]*sandbox.Sandbox, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i, r := range recs {
+	out := recs[:0]
+	for _, r := range recs {
 		if l := m.live[r.ID]; l != nil {
-			recs[i] = l.snapshot()
+			r = l.snapshot()
 		}
+		if r.Spec.Tags[poolTag] != "" && !r.State.Terminal() {
+			continue // waiting in the warm pool
+		}
+		out = append(out, r)
 	}
-	return recs, nil
+	return out, nil
 }
 
 // Events returns the event log of a sandbox.

@@ -44,6 +44,14 @@ func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {
 	m.mu.Unlock()
 	l.op.Lock()
 	defer l.op.Unlock()
+	if sb.Spec.Tags[poolTag] != "" && sb.State == sandbox.Running {
+		// The new daemon fills its own pool.
+		m.event(sb.ID, "terminated", "warm pool sandbox of the previous daemon", nil)
+		if _, err := m.terminateLocked(l, sandbox.EndTerminated, nil); err != nil {
+			m.log.Error("terminating a warm pool sandbox", "sandbox", sb.ID, "err", err)
+		}
+		return
+	}
 	reason, err := m.adopt(ctx, l)
 	if err == nil {
 		m.log.Info("adopted running sandbox", "sandbox", sb.ID)

@@ -202,6 +202,14 @@ type EventList struct {
 type Version struct {
 	Version  string   `json:"version"`
 	Runtimes []string `json:"runtimes"`
+	// WarmPool is the warm pool's state (absent without one).
+	WarmPool *WarmPool `json:"warm_pool,omitempty"`
+}
+
+// WarmPool says how many started sandboxes of the default spec wait.
+type WarmPool struct {
+	Size  int `json:"size"`
+	Ready int `json:"ready"`
 }
 
 // Error is the body of every non-2xx response.

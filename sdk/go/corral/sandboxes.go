@@ -90,3 +90,12 @@ func (c *Client) Events(ctx context.Context, id string) ([]apiv1.Event, error) {
 	}
 	return out.Events, nil
 }
+
+// Version reports the daemon's version, runtimes and warm pool.
+func (c *Client) Version(ctx context.Context) (*apiv1.Version, error) {
+	var v apiv1.Version
+	if err := c.call(ctx, "GET", "/v1/version", nil, nil, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"corral/pkg/apiv1"
+)
+
+// sandboxDirs lists the daemon's sandbox directories (pooled ones too).
+func (d *daemon) sandboxDirs() []string {
+	ents, _ := os.ReadDir(filepath.Join(d.state, "sandboxes"))
+	var ids []string
+	for _, e := range ents {
+		ids = append(ids, e.Name())
+	}
+	return ids
+}
+
+// With a warm pool, a create hands out a started sandbox, which takes on
+// the caller's env, name and network policy; 50 creates in parallel all
+// succeed, and nothing leaks.
+func TestWarmPoolCreates(t *testing.T) {
+	d := startDaemon(t, "--warm-pool", "2")
+	d.poolReady(2)
+	pooled := d.sandboxDirs()
+	if len(pooled) != 2 {
+		t.Fatalf("the pool holds %d sandboxes, want 2", len(pooled))
+	}
+	if out := d.mustCLI("ls"); strings.Contains(out, pooled[0]) {
+		t.Errorf("ls shows a pooled sandbox:\n%s", out)
+	}
+	id := d.create("--name", "warm", "--env", "GREETING=hi", "--block-network")
+	if !slices.Contains(pooled, id) {
+		t.Errorf("create made %s, not one of the pooled %v", id, pooled)
+	}
+	if out := d.mustCLI("exec", id, "--", "sh", "-c", "echo $GREETING"); out != "hi\n" {
+		t.Errorf("env of the claimed sandbox: %q", out)
+	}
+	if out := d.curl(id, "http://"+inetAddr+"/"); out != "" {
+		t.Errorf("the claimed sandbox ignores --block-network: %q", out)
+	}
+	if out := d.mustCLI("ls"); !strings.Contains(out, "warm") {
+		t.Errorf("ls lacks the claimed sandbox:\n%s", out)
+	}
+
+	var mu sync.Mutex
+	ids := []string{id}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, errs, code := d.cli("", "create", "--env", "N="+string(rune('a'+i%26)))
+			if code != 0 {
+				t.Errorf("create %d: exit %d: %s", i, code, errs)
+				return
+			}
+			mu.Lock()
+			ids = append(ids, strings.TrimSpace(out))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if _, errs, code := d.cli("", "rm", id); code != 0 {
+			t.Errorf("rm %s: %s", id, errs)
+		}
+	}
+	d.assertNoLeaks(t, ids)
+}
+
+// poolReady waits until the daemon reports n ready pooled sandboxes.
+func (d *daemon) poolReady(n int) {
+	d.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		_, body := d.api("GET", "/v1/version", d.token, "")
+		var v apiv1.Version
+		if json.Unmarshal([]byte(body), &v) == nil && v.WarmPool != nil && v.WarmPool.Ready == n {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.t.Fatalf("the warm pool did not reach %d ready sandboxes", n)
+}
