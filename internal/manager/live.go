@@ -25,7 +25,7 @@ type live struct {
 	active     int       // API operations in flight (exec streams, file calls)
 	lastActive time.Time // end of the last operation
 	stop       chan struct{}
-	pooled     bool // started for the warm pool, not handed out yet
+	pooled     bool          // started for the warm pool, not handed out yet
 	done       chan struct{} // closed once the sandbox is terminal
 }
 
