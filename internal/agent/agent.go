@@ -140,6 +140,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("POST "+p+agentapi.PathChmod, s.wrap(s.fsChmod))
 		mux.Handle("POST "+p+agentapi.PathPortConnect, s.wrap(s.portConnect))
 		mux.Handle("GET "+p+agentapi.PathExportUpper, s.wrap(s.exportUpper))
+		mux.Handle("POST "+p+agentapi.PathEndSession, s.wrap(s.endSession))
 	}
 	mux.Handle("/", s.wrap(notFound))
 	return mux
@@ -147,6 +148,9 @@ func (s *Server) routes() http.Handler {
 
 // ServeConn serves one HTTP/2 connection until it closes or ctx ends.
 func (s *Server) ServeConn(ctx context.Context, conn net.Conn) {
+	ctx, end := context.WithCancel(ctx)
+	defer end()
+	ctx = context.WithValue(ctx, endSessionKey{}, end)
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	defer conn.Close()

@@ -19,7 +19,7 @@ import (
 // the connection ends (reads return EOF) when the host disconnects, after
 // which the next Accept waits for the host to come back (a daemon restart).
 type vportListener struct {
-	path   string
+	name   string
 	free   chan struct{} // holds a token while no connection is open
 	closed chan struct{}
 	once   sync.Once
@@ -27,17 +27,26 @@ type vportListener struct {
 
 // listenVport finds the port named name under /sys/class/virtio-ports.
 func listenVport(name string) (net.Listener, error) {
+	if _, err := findVport(name); err != nil {
+		return nil, err
+	}
+	l := &vportListener{name: name, free: make(chan struct{}, 1), closed: make(chan struct{})}
+	l.free <- struct{}{}
+	return l, nil
+}
+
+// findVport returns the device of the port named name. It is looked up
+// anew for each connection: the host may replug the port (after a vm is
+// resumed), and the new one has another device node.
+func findVport(name string) (string, error) {
 	ports, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
 	for _, p := range ports {
 		b, err := os.ReadFile(p)
-		if err != nil || strings.TrimSpace(string(b)) != name {
-			continue
+		if err == nil && strings.TrimSpace(string(b)) == name {
+			return "/dev/" + filepath.Base(filepath.Dir(p)), nil
 		}
-		l := &vportListener{path: "/dev/" + filepath.Base(filepath.Dir(p)), free: make(chan struct{}, 1), closed: make(chan struct{})}
-		l.free <- struct{}{}
-		return l, nil
 	}
-	return nil, fmt.Errorf("no virtio-serial port named %q", name)
+	return "", fmt.Errorf("no virtio-serial port named %q", name)
 }
 
 // hostPoll is how often Accept checks whether the host has connected.
@@ -50,15 +59,18 @@ func (l *vportListener) Accept() (net.Conn, error) {
 		return nil, net.ErrClosed
 	}
 	for {
-		f, err := os.OpenFile(l.path, os.O_RDWR|unix.O_NONBLOCK, 0)
-		if err != nil {
-			l.free <- struct{}{}
-			return nil, err
+		// The port may be away for a moment while the host replugs it.
+		path, err := findVport(l.name)
+		var f *os.File
+		if err == nil {
+			f, err = os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK, 0)
 		}
-		if hostConnected(f) {
+		if err == nil && hostConnected(f) {
 			return &vportConn{File: f, release: func() { l.free <- struct{}{} }}, nil
 		}
-		f.Close()
+		if f != nil {
+			f.Close()
+		}
 		select {
 		case <-time.After(hostPoll):
 		case <-l.closed:
@@ -82,7 +94,7 @@ func (l *vportListener) Close() error {
 	return nil
 }
 
-func (l *vportListener) Addr() net.Addr { return vportAddr(l.path) }
+func (l *vportListener) Addr() net.Addr { return vportAddr(l.name) }
 
 // vportConn is an open port as a net.Conn.
 type vportConn struct {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
 
@@ -270,3 +271,44 @@ func (w *watchedConn) Close() error {
 }
 
 func (w *watchedConn) lost() { w.once.Do(func() { close(w.done) }) }
+
+// handshakeAttempts bounds Connect's attempts.
+const handshakeAttempts = 3
+
+// Connect dials with dial and negotiates, trying again when a handshake
+// fails on a channel that connected: a byte-stream channel may still carry
+// the agent's previous session (a vm guest restored from a saved state
+// resumes mid-session); the failed handshake ends that session, and the
+// agent serves the next connection afresh.
+func Connect(ctx context.Context, dial func(context.Context) (net.Conn, error)) (*Client, error) {
+	var lastErr error
+	for attempt := 1; attempt <= handshakeAttempts; attempt++ {
+		conn, err := dial(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("dialing agent: %w", err)
+		}
+		c, err := NewClient(ctx, conn)
+		if err == nil {
+			return c, nil
+		}
+		conn.Close()
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("agent handshake: %w", lastErr)
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("agent handshake: %w", lastErr)
+}
+
+// EndSession asks the agent to close this connection and wait for the
+// next one (before a sandbox's state is saved). The Client is closed.
+func (c *Client) EndSession(ctx context.Context) error {
+	err := c.exchange(ctx, http.MethodPost, c.prefix+PathEndSession, nil, nil, nil)
+	c.Close()
+	if err != nil {
+		return fmt.Errorf("agent end of session: %w", err)
+	}
+	return nil
+}

@@ -43,6 +43,7 @@ const (
 	PathChmod         = "/fs/chmod"
 	PathPortConnect   = "/port/connect"
 	PathExportUpper   = "/fs/export-upper"
+	PathEndSession    = "/session/end"
 	ContentTypeNDJSON = "application/x-ndjson"
 )
 

@@ -60,6 +60,8 @@ var routes = []route{
 	{"GET /v1/sandboxes", false, func(s *Server) http.HandlerFunc { return s.listSandboxes }},
 	{"GET /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.getSandbox }},
 	{"DELETE /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.deleteSandbox }},
+	{"POST /v1/sandboxes/{id}/pause", false, func(s *Server) http.HandlerFunc { return s.pauseSandbox }},
+	{"POST /v1/sandboxes/{id}/resume", false, func(s *Server) http.HandlerFunc { return s.resumeSandbox }},
 	{"PUT /v1/sandboxes/{id}/network", false, func(s *Server) http.HandlerFunc { return s.setNetwork }},
 	{"POST /v1/sandboxes/{id}/wait", false, func(s *Server) http.HandlerFunc { return s.waitSandbox }},
 	{"GET /v1/sandboxes/{id}/logs", false, func(s *Server) http.HandlerFunc { return s.sandboxLogs }},

@@ -31,3 +31,23 @@ func (s *Server) snapshotFS(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, s.toImage(st, img))
 }
+
+// pauseSandbox saves a running sandbox to disk.
+func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.m.Pause(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPI(sb))
+}
+
+// resumeSandbox brings a paused sandbox back.
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.m.Resume(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPI(sb))
+}

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sort"
 	"time"
@@ -159,16 +160,7 @@ func (m *Manager) start(ctx context.Context, l *live) error {
 func (m *Manager) connect(ctx context.Context, l *live) (*agentapi.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.AgentTimeout)
 	defer cancel()
-	conn, err := l.rt.Dial(ctx, l.ref)
-	if err != nil {
-		return nil, fmt.Errorf("dialing agent: %w", err)
-	}
-	client, err := agentapi.NewClient(ctx, conn)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("agent handshake: %w", err)
-	}
-	return client, nil
+	return agentapi.Connect(ctx, func(ctx context.Context) (net.Conn, error) { return l.rt.Dial(ctx, l.ref) })
 }
 
 // fail records a failed create. The runtime side was already rolled back.

@@ -54,8 +54,8 @@ func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {
 	}
 	reason, err := m.adopt(ctx, l)
 	if err == nil {
-		m.log.Info("adopted running sandbox", "sandbox", sb.ID)
-		m.event(sb.ID, "adopted", "daemon restarted; sandbox still running", nil)
+		m.log.Info("adopted sandbox", "sandbox", sb.ID, "state", sb.State)
+		m.event(sb.ID, "adopted", "daemon restarted; sandbox still "+string(sb.State), nil)
 		return
 	}
 	m.log.Warn("sandbox not recoverable after restart", "sandbox", sb.ID, "reason", reason, "err", err)
@@ -84,6 +84,13 @@ func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {
 // failure it returns the end reason to record.
 func (m *Manager) adopt(ctx context.Context, l *live) (string, error) {
 	sb := l.snapshot()
+	if sb.State == sandbox.Paused {
+		// Stays paused (no agent to reach) until resumed.
+		if st, err := l.rt.Status(ctx, l.ref); err != nil || st != runtime.StatePaused {
+			return sandbox.EndLost, fmt.Errorf("it was paused, but the runtime reports %q (%v)", st, err)
+		}
+		return "", nil
+	}
 	switch {
 	case sb.State != sandbox.Running:
 		return sandbox.EndLost, fmt.Errorf("it was %s", sb.State)

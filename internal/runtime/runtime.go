@@ -78,6 +78,7 @@ const (
 	StateRunning State = "running" // PID 1 is alive
 	StateStopped State = "stopped" // known to the runtime, PID 1 gone
 	StateAbsent  State = "absent"  // the runtime knows nothing of it
+	StatePaused  State = "paused"  // saved to disk by Pause; Resume brings it back
 )
 
 // Runtime is the contract every isolation backend implements.
@@ -128,4 +129,14 @@ type Describer interface {
 // runtime's disk images): PruneCaches drops those whose source is gone.
 type CachePruner interface {
 	PruneCaches() (int64, error)
+}
+
+// Pauser is a runtime that can save a running sandbox to disk, freeing its
+// CPU and memory, and bring it back later (after a daemon restart too)
+// with the same processes, memory, files and connections. The caller ends
+// its agent session (agentapi.Client.EndSession) before Pause and
+// connects anew after Resume.
+type Pauser interface {
+	Pause(ctx context.Context, ref Ref) error
+	Resume(ctx context.Context, ref Ref) error
 }

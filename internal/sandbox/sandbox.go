@@ -44,6 +44,11 @@ type Sandbox struct {
 	EndReason    string
 	Error        string
 	AgentVersion string
+	// PausedAt is when the current pause began (zero unless paused);
+	// PausedFor is the time spent paused before it. Paused time does not
+	// count against the lifetime timeout.
+	PausedAt  time.Time
+	PausedFor time.Duration
 	// RuntimeInfo is what the runtime says about the sandbox's machine
 	// (vm: the accelerator, machine type, kernel); nil when nothing.
 	RuntimeInfo map[string]string
@@ -54,7 +59,7 @@ type Sandbox struct {
 }
 
 // ExpiresAt is when the lifetime timeout fires.
-func (s *Sandbox) ExpiresAt() time.Time { return s.CreatedAt.Add(s.Spec.Timeout) }
+func (s *Sandbox) ExpiresAt() time.Time { return s.CreatedAt.Add(s.Spec.Timeout + s.PausedFor) }
 
 // NewID returns a fresh sandbox id: "sb-" and 16 lowercase base32 letters
 // (80 random bits).

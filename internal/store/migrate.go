@@ -13,6 +13,9 @@ var migrations = []string{
 	`ALTER TABLE sandboxes ADD COLUMN port_token TEXT NOT NULL DEFAULT ''`,
 	// 2: what the runtime says about the sandbox's machine (JSON object).
 	`ALTER TABLE sandboxes ADD COLUMN runtime_info TEXT NOT NULL DEFAULT '{}'`,
+	// 3, 4: pauses (paused time does not count against the timeout).
+	`ALTER TABLE sandboxes ADD COLUMN paused_at INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE sandboxes ADD COLUMN paused_for INTEGER NOT NULL DEFAULT 0`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

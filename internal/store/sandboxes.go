@@ -5,11 +5,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"corral/internal/sandbox"
 )
 
-const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, port_token, runtime_info`
+const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, port_token, runtime_info, paused_at, paused_for`
 
 // PutSandbox inserts or replaces the record of sb.
 func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
@@ -26,9 +27,9 @@ func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
 		info = []byte("{}")
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT OR REPLACE INTO sandboxes (name, `+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.Spec.Name, sb.ID, string(sb.State), string(spec), unixNano(sb.CreatedAt), unixNano(sb.StartedAt),
-		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, sb.PortToken, string(info))
+		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, sb.PortToken, string(info), unixNano(sb.PausedAt), int64(sb.PausedFor))
 	if err != nil {
 		return fmt.Errorf("storing sandbox %s: %w", sb.ID, err)
 	}
@@ -77,9 +78,10 @@ func scanSandbox(r scanner) (*sandbox.Sandbox, error) {
 		created, started, ended int64
 		exit                    sql.NullInt64
 		info                    string
+		pausedAt, pausedFor     int64
 	)
 	if err := r.Scan(&sb.ID, &state, &spec, &created, &started, &ended, &exit,
-		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &sb.PortToken, &info); err != nil {
+		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &sb.PortToken, &info, &pausedAt, &pausedFor); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(info), &sb.RuntimeInfo); err != nil || len(sb.RuntimeInfo) == 0 {
@@ -90,6 +92,7 @@ func scanSandbox(r scanner) (*sandbox.Sandbox, error) {
 	}
 	sb.State = sandbox.State(state)
 	sb.CreatedAt, sb.StartedAt, sb.EndedAt = fromNano(created), fromNano(started), fromNano(ended)
+	sb.PausedAt, sb.PausedFor = fromNano(pausedAt), time.Duration(pausedFor)
 	if exit.Valid {
 		code := int(exit.Int64)
 		sb.ExitCode = &code

@@ -124,6 +124,9 @@ func Run(t *testing.T, e Env) {
 	t.Run("PTY", func(t *testing.T) { testPTY(t, e) })
 	t.Run("Files", func(t *testing.T) { testFiles(t, e) })
 	t.Run("ExportChanges", func(t *testing.T) { testExportChanges(t, e) })
+	if p, ok := e.Runtime.(runtime.Pauser); ok {
+		t.Run("PauseResume", func(t *testing.T) { testPauseResume(t, e, p) })
+	}
 	t.Run("MemoryLimit", func(t *testing.T) { testMemoryLimit(t, e) })
 	t.Run("DestroyLeavesNothing", func(t *testing.T) { testDestroy(t, e) })
 }

@@ -29,12 +29,15 @@ const (
 	qemuPids      = 1024
 	// qemuUser is who QEMU runs as once the machine is set up.
 	qemuUser = "nobody"
+	// agentPortID is the QEMU id of the agent's virtio-serial port.
+	agentPortID = "agentport"
 )
 
 // machine is everything one boot needs.
 type machine struct {
 	initramfs, rootDisk, modulesDisk, scratch string
 	tap                                       *os.File // nil without a network
+	incoming                                  *os.File // the saved state to resume from; nil on a cold boot
 	mac                                       string
 	limits                                    cgroups.Limits
 	info                                      Info
@@ -114,23 +117,34 @@ func (m *machine) sizing(res runtime.Resources, cfg Config) {
 	m.info = Info{Accel: cfg.Accel, Machine: cfg.Machine, VCPUs: vcpus, RAMMB: ram}
 }
 
-// qemuArgs is the QEMU command line for m.
-func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) []string {
+// fdPass collects the files a QEMU command inherits (ExtraFiles): the
+// i-th is descriptor 3+i in QEMU.
+type fdPass struct{ files []*os.File }
+
+func (p *fdPass) add(f *os.File) int {
+	p.files = append(p.files, f)
+	return 2 + len(p.files)
+}
+
+func (p *fdPass) close() {
+	for _, f := range p.files {
+		f.Close()
+	}
+}
+
+// qemuArgs is the QEMU command line for m and the files it inherits (the
+// caller closes them once QEMU started). Disks are passed as descriptors
+// in fd sets, read-only and (for the scratch disk) read-write, so QEMU
+// never opens a path itself: it runs as qemuUser, which cannot, and a
+// migration reopens the disks read-only from the set.
+func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) ([]string, *fdPass, error) {
 	dir := p.Dir
 	accel := "kvm"
 	cpu := "host"
 	if r.cfg.Accel == "tcg" {
 		accel, cpu = "tcg,tb-size="+strconv.Itoa(tbSizeMB), "max"
 	}
-	drive := func(id, file, serial string, ro bool) []string {
-		opts := fmt.Sprintf("file=%s,if=none,id=%s,format=raw,aio=threads", file, id)
-		if ro {
-			opts += ",readonly=on"
-		} else {
-			opts += ",discard=unmap,cache=writeback"
-		}
-		return []string{"-drive", opts, "-device", fmt.Sprintf("virtio-blk-pci,drive=%s,serial=%s", id, serial)}
-	}
+	pass := &fdPass{}
 	args := []string{
 		"-name", "corral-" + p.ID + ",process=corral-vm-" + p.ID,
 		"-machine", r.cfg.Machine, "-accel", accel, "-cpu", cpu,
@@ -141,7 +155,7 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) []string {
 		"-serial", "file:" + filepath.Join(dir, consoleFile),
 		"-device", "virtio-serial-pci,id=vser",
 		"-chardev", "socket,id=agent,path=" + filepath.Join(dir, agentSock) + ",server=on,wait=off",
-		"-device", "virtserialport,bus=vser.0,chardev=agent,name=" + vminit.AgentPort,
+		"-device", "virtserialport,bus=vser.0,chardev=agent,id=" + agentPortID + ",name=" + vminit.AgentPort,
 		"-device", "virtio-balloon-pci,free-page-reporting=on",
 		"-qmp", "unix:" + filepath.Join(dir, qmpSock) + ",server=on,wait=off",
 		"-pidfile", filepath.Join(dir, pidFile), "-daemonize",
@@ -154,30 +168,80 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) []string {
 		"-sandbox", "on,obsolete=deny,resourcecontrol=deny",
 		"-runas", qemuUser,
 	}
-	args = append(args, drive("root", m.rootDisk, vminit.SerialRoot, true)...)
-	args = append(args, drive("scratch", m.scratch, vminit.SerialScratch, false)...)
-	args = append(args, drive("modules", m.modulesDisk, vminit.SerialModules, true)...)
+	for i, d := range []struct {
+		id, file, serial string
+		ro               bool
+	}{
+		{"root", m.rootDisk, vminit.SerialRoot, true},
+		{"scratch", m.scratch, vminit.SerialScratch, false},
+		{"modules", m.modulesDisk, vminit.SerialModules, true},
+	} {
+		set := i + 1
+		modes := []int{os.O_RDONLY}
+		opts := fmt.Sprintf("file=/dev/fdset/%d,if=none,id=%s,format=raw,aio=threads", set, d.id)
+		if d.ro {
+			opts += ",readonly=on"
+		} else {
+			modes = append(modes, os.O_RDWR)
+			opts += ",discard=unmap,cache=writeback"
+		}
+		for _, mode := range modes {
+			f, err := os.OpenFile(d.file, mode|syscall.O_CLOEXEC, 0)
+			if err != nil {
+				pass.close()
+				return nil, nil, fmt.Errorf("opening disk %s: %w", d.id, err)
+			}
+			args = append(args, "-add-fd", fmt.Sprintf("fd=%d,set=%d", pass.add(f), set))
+		}
+		args = append(args, "-drive", opts, "-device", fmt.Sprintf("virtio-blk-pci,drive=%s,serial=%s", d.id, d.serial))
+	}
 	if m.tap != nil {
-		args = append(args, "-netdev", "tap,id=net0,fd=3,vhost=off",
+		tap, err := dupFile(m.tap)
+		if err != nil {
+			pass.close()
+			return nil, nil, err
+		}
+		args = append(args, "-netdev", fmt.Sprintf("tap,id=net0,fd=%d,vhost=off", pass.add(tap)),
 			"-device", "virtio-net-pci,netdev=net0,mac="+m.mac)
 	}
-	return args
+	if m.incoming != nil {
+		in, err := dupFile(m.incoming)
+		if err != nil {
+			pass.close()
+			return nil, nil, err
+		}
+		args = append(args, "-S", "-incoming", fmt.Sprintf("fd:%d", pass.add(in)))
+	}
+	return args, pass, nil
+}
+
+// dupFile returns a copy of f that can be closed independently.
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // launch starts QEMU (daemonized: its first process exits once the
 // machine is set up) and puts it in the sandbox's cgroup.
 func (r *Runtime) launch(ctx context.Context, p runtime.StartParams, m *machine) error {
-	for _, f := range []string{pidFile, agentSock, qmpSock, consoleFile} {
+	for _, f := range []string{pidFile, agentSock, qmpSock} {
 		_ = os.Remove(filepath.Join(p.Dir, f))
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, r.cfg.QEMUPath, r.qemuArgs(p, m)...)
+	args, pass, err := r.qemuArgs(p, m)
+	if err != nil {
+		return err
+	}
+	defer pass.close()
+	cmd := exec.CommandContext(cctx, r.cfg.QEMUPath, args...)
 	cmd.Dir = p.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if m.tap != nil {
-		cmd.ExtraFiles = []*os.File{m.tap}
-	}
+	cmd.ExtraFiles = pass.files
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("qemu: %v: %s", err, strings.TrimSpace(string(out)))

@@ -151,3 +151,38 @@ func isDefault(n *net.IPNet) bool {
 	ones, _ := n.Mask.Size()
 	return ones == 0 && n.IP.IsUnspecified()
 }
+
+// replugTap gives a resumed guest a new tap in the namespace plugNetwork
+// prepared (the old one went with the old QEMU), on the same bridge.
+func replugTap(nsPath string) (*os.File, error) {
+	ns, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return nil, fmt.Errorf("opening netns %s: %w", nsPath, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	br, err := h.LinkByName(bridgeLink)
+	if err != nil {
+		return nil, fmt.Errorf("finding %s in %s: %w", bridgeLink, nsPath, err)
+	}
+	tap, err := openTap(ns)
+	if err != nil {
+		return nil, err
+	}
+	l, err := h.LinkByName(tapLink)
+	if err == nil {
+		err = h.LinkSetMasterByIndex(l, br.Attrs().Index)
+	}
+	if err == nil {
+		err = h.LinkSetUp(l)
+	}
+	if err != nil {
+		tap.Close()
+		return nil, fmt.Errorf("bridging %s: %w", tapLink, err)
+	}
+	return tap, nil
+}

@@ -28,11 +28,16 @@ func (r *Runtime) RawBoot(ctx context.Context, rootfs, dir string) (time.Duratio
 		return 0, err
 	}
 	defer m.close()
-	args := r.qemuArgs(p, m)
+	args, pass, err := r.qemuArgs(p, m)
+	if err != nil {
+		return 0, err
+	}
+	defer pass.close()
 	args = rawArgs(args)
 	ctx, cancel := context.WithTimeout(ctx, bootDeadlineTCG)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.cfg.QEMUPath, args...)
+	cmd.ExtraFiles = pass.files
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return 0, err

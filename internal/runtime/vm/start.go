@@ -80,6 +80,9 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 		return err
 	}
 	defer m.close()
+	if err := saveMachine(p.Dir, m, p.NetnsPath); err != nil {
+		return err
+	}
 	if err := cgroups.Create(r.cgroup(p.ID)); err != nil {
 		return err
 	}
@@ -99,6 +102,7 @@ func (r *Runtime) boot(ctx context.Context, p runtime.StartParams, m *machine) e
 	var err error
 	for attempt := 1; attempt <= bootAttempts; attempt++ {
 		start := time.Now()
+		_ = os.Remove(filepath.Join(p.Dir, consoleFile))
 		if err = r.launch(ctx, p, m); err == nil {
 			err = waitReady(ctx, p.Dir, deadline)
 		}

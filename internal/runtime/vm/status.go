@@ -78,6 +78,9 @@ func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, e
 	if pid, ok := readPid(ref.Dir); ok && qemuAlive(pid, ref.Dir) {
 		return runtime.StateRunning, nil
 	}
+	if _, err := os.Stat(filepath.Join(ref.Dir, pausedFile)); err == nil {
+		return runtime.StatePaused, nil
+	}
 	return runtime.StateStopped, nil
 }
 

@@ -99,3 +99,21 @@ func (c *Client) Version(ctx context.Context) (*apiv1.Version, error) {
 	}
 	return &v, nil
 }
+
+// Pause saves a running sandbox to disk, freeing its CPU and memory.
+func (c *Client) Pause(ctx context.Context, id string) (*apiv1.Sandbox, error) {
+	var sb apiv1.Sandbox
+	if err := c.call(ctx, "POST", sbPath(id, "/pause"), nil, nil, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// Resume brings a paused sandbox back with its processes and files.
+func (c *Client) Resume(ctx context.Context, id string) (*apiv1.Sandbox, error) {
+	var sb apiv1.Sandbox
+	if err := c.call(ctx, "POST", sbPath(id, "/resume"), nil, nil, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}

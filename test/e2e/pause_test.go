@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The issue's must-show, on the vm runtime: a 100 MB file and 1,000 small
+// ones, a counting process and a TCP listener survive a pause and a
+// resume, with a daemon restart in between the second time; paused time
+// does not count against the timeout.
+func TestVMPauseResume(t *testing.T) {
+	d := startDaemon(t)
+	id := d.create("--runtime", "vm", "--memory", "768", "--timeout", "10m")
+	setup := `set -e
+head -c 100000000 /dev/urandom > /root/big
+mkdir -p /root/small && for i in $(seq 1 1000); do echo "file $i $RANDOM" > /root/small/$i; done
+setsid sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done' </dev/null >/dev/null 2>&1 &
+setsid python3 -m http.server 8080 --directory /root/small </dev/null >/dev/null 2>&1 &
+sleep 2`
+	d.mustCLI("exec", id, "--", "sh", "-c", setup)
+	sums := func() string {
+		return d.mustCLI("exec", id, "--", "sh", "-c", "sha256sum /root/big; cat /root/small/* | sha256sum")
+	}
+	count := func() int {
+		n, err := strconv.Atoi(strings.TrimSpace(d.mustCLI("exec", id, "--", "cat", "/tmp/count")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := sums()
+	for round, restart := range []bool{false, true} {
+		c1 := count()
+		if out := d.mustCLI("pause", id); strings.TrimSpace(out) != "paused" {
+			t.Fatalf("round %d: pause printed %q", round, out)
+		}
+		if _, errs, code := d.cli("", "exec", id, "--", "true"); code == 0 || !strings.Contains(errs, "paused") {
+			t.Errorf("round %d: exec in a paused sandbox: exit %d %q", round, code, errs)
+		}
+		var sb struct {
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal([]byte(d.mustCLI("inspect", id)), &sb); err != nil || sb.State != "paused" {
+			t.Errorf("round %d: inspect says %q (%v)", round, sb.State, err)
+		}
+		time.Sleep(2 * time.Second)
+		if restart {
+			d.stop()
+			d.start()
+		}
+		if out := d.mustCLI("resume", id); strings.TrimSpace(out) != "running" {
+			t.Fatalf("round %d: resume printed %q", round, out)
+		}
+		c2 := count()
+		if c2 < c1 || c2 > c1+10 {
+			t.Errorf("round %d: the counter was %d before the pause and %d after: it did not continue where it was", round, c1, c2)
+		}
+		time.Sleep(time.Second)
+		if c3 := count(); c3 <= c2 {
+			t.Errorf("round %d: the counter stopped after the resume (%d, then %d)", round, c2, c3)
+		}
+		if after := sums(); after != before {
+			t.Errorf("round %d: files changed across the pause:\n%s\n%s", round, before, after)
+		}
+		if out := d.mustCLI("exec", id, "--", "curl", "-sS", "--max-time", "10", "http://127.0.0.1:8080/7"); !strings.HasPrefix(out, "file 7 ") {
+			t.Errorf("round %d: the listener after the resume: %q", round, out)
+		}
+	}
+	events := d.mustCLI("events", id)
+	for _, want := range []string{"paused", "resumed"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("event log lacks %q:\n%s", want, events)
+		}
+	}
+	d.mustCLI("rm", id)
+	d.assertNoLeaks(t, []string{id})
+}
