@@ -18,7 +18,7 @@ func TestVMPauseResume(t *testing.T) {
 	setup := `set -e
 head -c 100000000 /dev/urandom > /root/big
 mkdir -p /root/small && for i in $(seq 1 1000); do echo "file $i $RANDOM" > /root/small/$i; done
-setsid sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done' </dev/null >/dev/null 2>&1 &
+setsid sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.2; done' </dev/null >/dev/null 2>&1 &
 setsid python3 -m http.server 8080 --directory /root/small </dev/null >/dev/null 2>&1 &
 sleep 2`
 	d.mustCLI("exec", id, "--", "sh", "-c", setup)

@@ -26,7 +26,9 @@ func testPauseResume(t *testing.T, e Env, p runtime.Pauser) {
 	if _, err := s.client.WriteFile(ctx, "/root/blob", bytes.NewReader(data), 0o600, ""); err != nil {
 		t.Fatal(err)
 	}
-	counter := `i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done`
+	// Written by rename, so that a reader (right after a resume, too)
+	// never sees the file truncated but not yet written.
+	counter := `i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done`
 	if got := run(t, s, agentapi.StartRequest{Args: []string{"sh", "-c", "setsid sh -c '" + counter + "' </dev/null >/dev/null 2>&1 &"}}, ""); got.code != 0 {
 		t.Fatalf("starting the counter: %+v", got)
 	}
