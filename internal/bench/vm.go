@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"corral/internal/runtime/vm"
+	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 )
 
@@ -52,7 +54,44 @@ func runVM(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) err
 	fmt.Fprintf(out, "vm time to interactive (create → first output of echo) vs raw QEMU boot to the guest's ready line\n")
 	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "corral vm", ms(ours.Percentile(50)), ms(ours.Percentile(95)))
 	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "raw qemu", ms(raw.Percentile(50)), ms(raw.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n", "ratio",
+	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
 		ratio(ours.Percentile(50), raw.Percentile(50)), ratio(ours.Percentile(95), raw.Percentile(95)))
+	return pauseResume(ctx, c, cfg.N, ours, out)
+}
+
+// pauseResume pauses and resumes one vm sandbox n times, timing the pause
+// and resume → first output of echo, beside the cold boots measured before.
+func pauseResume(ctx context.Context, c *corral.Client, n int, cold Result, out io.Writer) error {
+	sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{Runtime: "vm"})
+	if err != nil {
+		return err
+	}
+	defer c.Terminate(context.WithoutCancel(ctx), sb.ID)
+	if err := firstOutput(ctx, c, sb.ID); err != nil {
+		return err
+	}
+	pauses := Result{Name: "pause"}
+	restores := Result{Name: "restore"}
+	for range n {
+		t0 := time.Now()
+		if _, err := c.Pause(ctx, sb.ID); err != nil {
+			return fmt.Errorf("pause: %w", err)
+		}
+		pauses.Samples = append(pauses.Samples, time.Since(t0))
+		t0 = time.Now()
+		if _, err := c.Resume(ctx, sb.ID); err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		if err := firstOutput(ctx, c, sb.ID); err != nil {
+			return err
+		}
+		restores.Samples = append(restores.Samples, time.Since(t0))
+	}
+	fmt.Fprintf(out, "vm restore (resume → first output of echo) vs cold boot (create → first output), same run\n")
+	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "restore", ms(restores.Percentile(50)), ms(restores.Percentile(95)))
+	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "cold boot", ms(cold.Percentile(50)), ms(cold.Percentile(95)))
+	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n", "ratio",
+		ratio(restores.Percentile(50), cold.Percentile(50)), ratio(restores.Percentile(95), cold.Percentile(95)))
+	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "pause", ms(pauses.Percentile(50)), ms(pauses.Percentile(95)))
 	return nil
 }
