@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -318,16 +314,7 @@ steps:
 // needs no shell in the image.
 func TestImageBuildFromImages(t *testing.T) {
 	d := startDaemon(t)
-	reg := httptest.NewServer(registry.New())
-	defer reg.Close()
-	host := strings.TrimPrefix(reg.URL, "http://")
-	ref, err := name.ParseReference(host+"/tools/corral:v1", name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, testImage(t)); err != nil {
-		t.Fatal(err)
-	}
+	host, ref := serveTestImage(t)
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"extra/note.txt": "added by the build\n"})
 	archive := filepath.Join(dir, "img.tar")

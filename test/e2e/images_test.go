@@ -98,16 +98,7 @@ func TestImageImportAndRun(t *testing.T) {
 // An image served by a registry on loopback is pulled and runs.
 func TestImagePullFromRegistry(t *testing.T) {
 	d := startDaemon(t)
-	reg := httptest.NewServer(registry.New())
-	defer reg.Close()
-	host := strings.TrimPrefix(reg.URL, "http://")
-	ref, err := name.ParseReference(host+"/tools/corral:v1", name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, testImage(t)); err != nil {
-		t.Fatal(err)
-	}
+	host, _ := serveTestImage(t)
 	d.mustCLI("image", "pull", host+"/tools/corral:v1")
 	out, errs, code := d.cli("", "run", "--image", host+"/tools/corral:v1", "--", "/bin/corral", "--version")
 	if code != 0 || !strings.Contains(out, "corral version") {
@@ -158,4 +149,21 @@ func du(t testing.TB, dir string) int64 {
 		n = n*10 + int64(c-'0')
 	}
 	return n
+}
+
+// serveTestImage runs a registry on loopback for the test's life and
+// pushes testImage to it as <host>/tools/corral:v1.
+func serveTestImage(t *testing.T) (string, name.Reference) {
+	t.Helper()
+	reg := httptest.NewServer(registry.New())
+	t.Cleanup(reg.Close)
+	host := strings.TrimPrefix(reg.URL, "http://")
+	ref, err := name.ParseReference(host+"/tools/corral:v1", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	return host, ref
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 
 	"corral/pkg/apiv1"
@@ -54,17 +53,7 @@ func (c *Client) Build(ctx context.Context, req apiv1.BuildRequest) (*BuildStrea
 
 // Next returns the next event; io.EOF once the stream ended.
 func (b *BuildStream) Next() (apiv1.BuildEvent, error) {
-	if !b.sc.Scan() {
-		if err := b.sc.Err(); err != nil {
-			return apiv1.BuildEvent{}, err
-		}
-		return apiv1.BuildEvent{}, io.EOF
-	}
-	var ev apiv1.BuildEvent
-	if err := json.Unmarshal(b.sc.Bytes(), &ev); err != nil {
-		return ev, fmt.Errorf("decoding build event: %w", err)
-	}
-	return ev, nil
+	return nextLine[apiv1.BuildEvent](b.sc, "build event")
 }
 
 // Close ends the stream; a build nobody else waits for is cancelled.

@@ -73,17 +73,7 @@ func (s *Stream) PID() int { return s.pid }
 
 // Next returns the next event; io.EOF when the stream ended.
 func (s *Stream) Next() (apiv1.ExecEvent, error) {
-	if !s.sc.Scan() {
-		if err := s.sc.Err(); err != nil {
-			return apiv1.ExecEvent{}, err
-		}
-		return apiv1.ExecEvent{}, io.EOF
-	}
-	var ev apiv1.ExecEvent
-	if err := json.Unmarshal(s.sc.Bytes(), &ev); err != nil {
-		return ev, fmt.Errorf("decoding process event: %w", err)
-	}
-	return ev, nil
+	return nextLine[apiv1.ExecEvent](s.sc, "process event")
 }
 
 // Close ends the stream (a foreground process is then killed by the daemon).
