@@ -46,6 +46,9 @@ type Config struct {
 	// Console receives the output of processes started with Log: the
 	// sandbox console (os.Stdout in production); nil discards it.
 	Console io.Writer
+	// OnSessionEnd runs after POST /v1/session/end has closed the
+	// connection (Main: release a listener a snapshot cannot hold).
+	OnSessionEnd func()
 }
 
 // Bounds of the HTTP/2 transport (docs/AGENT_PROTOCOL.md, "Transport").
@@ -69,6 +72,7 @@ type Server struct {
 	upper   string
 	log     *slog.Logger
 	console io.Writer
+	onEnd   func()
 	procs   *table
 	reaper  *reaper
 	started time.Time
@@ -97,6 +101,7 @@ func New(cfg Config) *Server {
 		upper:   cfg.UpperDir,
 		log:     log,
 		console: &lockedWriter{w: console},
+		onEnd:   cfg.OnSessionEnd,
 		procs:   newTable(),
 		reaper:  startReaper(),
 		started: time.Now(),
@@ -141,6 +146,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("POST "+p+agentapi.PathPortConnect, s.wrap(s.portConnect))
 		mux.Handle("GET "+p+agentapi.PathExportUpper, s.wrap(s.exportUpper))
 		mux.Handle("POST "+p+agentapi.PathEndSession, s.wrap(s.endSession))
+		mux.Handle("POST "+p+agentapi.PathIdentity, s.wrap(s.identity))
 	}
 	mux.Handle("/", s.wrap(notFound))
 	return mux

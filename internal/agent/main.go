@@ -56,7 +56,15 @@ func Main(ctx context.Context, args []string) int {
 		log.Error("listen failed", "op", "init", "err", err)
 		return 1
 	}
-	srv := New(Config{Root: *root, Listen: *listenAt, UpperDir: *upper, Logger: log, Console: os.Stdout})
+	cfg := Config{Root: *root, Listen: *listenAt, UpperDir: *upper, Logger: log, Console: os.Stdout}
+	if h, ok := l.(*hostListener); ok {
+		cfg.OnSessionEnd = func() {
+			if err := h.Release(); err != nil {
+				log.Warn("releasing the listener", "op", "end_session", "err", err)
+			}
+		}
+	}
+	srv := New(cfg)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sigs := make(chan os.Signal, 1)
@@ -71,6 +79,9 @@ func Main(ctx context.Context, args []string) int {
 		case <-ctx.Done():
 		}
 	}()
+	if h, ok := l.(*hostListener); ok {
+		go relistenOnSignal(ctx, h, log)
+	}
 	log.Info("agent listening", "op", "init", "listen", *listenAt, "pid", os.Getpid())
 	if err := srv.Serve(ctx, l); err != nil {
 		log.Error("serving failed", "op", "init", "err", err)
@@ -120,7 +131,25 @@ func listen(addr string) (net.Listener, error) {
 	if name, ok := strings.CutPrefix(addr, "vport:"); ok {
 		return listenVport(name)
 	}
-	return listenUnix(addr)
+	return newHostListener(addr)
+}
+
+// relistenOnSignal listens again each time SIGUSR2 arrives (see
+// hostListener), until ctx ends.
+func relistenOnSignal(ctx context.Context, h *hostListener, log *slog.Logger) {
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, unix.SIGUSR2)
+	defer signal.Stop(usr2)
+	for {
+		select {
+		case <-usr2:
+			if err := h.Relisten(); err != nil {
+				log.Error("listening again", "op", "relisten", "err", err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // listenUnix listens on "unix:PATH", removing a stale socket left by a

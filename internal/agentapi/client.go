@@ -1,6 +1,7 @@
 package agentapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -300,6 +301,18 @@ func Connect(ctx context.Context, dial func(context.Context) (net.Conn, error)) 
 		}
 	}
 	return nil, fmt.Errorf("agent handshake: %w", lastErr)
+}
+
+// Identity gives a sandbox restored from a memory snapshot an identity of
+// its own (agentapi.IdentityRequest).
+func (c *Client) Identity(ctx context.Context, req IdentityRequest) (IdentityResult, error) {
+	var res IdentityResult
+	b, err := json.Marshal(req)
+	if err != nil {
+		return res, err
+	}
+	err = c.exchange(ctx, http.MethodPost, c.prefix+PathIdentity, nil, bytes.NewReader(b), &res)
+	return res, err
 }
 
 // EndSession asks the agent to close this connection and wait for the

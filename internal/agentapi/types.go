@@ -44,6 +44,7 @@ const (
 	PathPortConnect   = "/port/connect"
 	PathExportUpper   = "/fs/export-upper"
 	PathEndSession    = "/session/end"
+	PathIdentity      = "/identity"
 	ContentTypeNDJSON = "application/x-ndjson"
 )
 
@@ -231,3 +232,46 @@ const (
 
 // RuntimeWrittenFiles lists those files.
 var RuntimeWrittenFiles = []string{ResolvConf, ResolvConfTemp}
+
+// IdentityRequest is POST /v1/identity: the host gives a sandbox restored
+// from a memory snapshot (a fork, a create from a snapshot) an identity of
+// its own. Every field is optional; the agent applies those present.
+type IdentityRequest struct {
+	// Hostname replaces the kernel's hostname and /etc/hostname.
+	Hostname string `json:"hostname,omitempty"`
+	// MachineID (32 lowercase hex digits) replaces /etc/machine-id.
+	MachineID string `json:"machine_id,omitempty"`
+	// BootID (a UUID) is shown at /proc/sys/kernel/random/boot_id where
+	// the kernel allows a file to be mounted over it (vm).
+	BootID string `json:"boot_id,omitempty"`
+	// Entropy (MinEntropy..MaxEntropy bytes from the host's RNG) is mixed
+	// into the kernel's pool, which is then reseeded, so that copies of one
+	// snapshot read different bytes from /dev/urandom.
+	Entropy []byte `json:"entropy,omitempty"`
+	// Network moves the sandbox's interface to its new address.
+	Network *IdentityNetwork `json:"network,omitempty"`
+	// Nameservers rewrite /etc/resolv.conf.
+	Nameservers []string `json:"nameservers,omitempty"`
+}
+
+// IdentityNetwork is a sandbox's interface address and default route.
+type IdentityNetwork struct {
+	Address string `json:"address"` // CIDR, e.g. 10.88.0.6/30
+	Gateway string `json:"gateway"`
+}
+
+// Entropy bounds of IdentityRequest.
+const (
+	MinEntropy = 32
+	MaxEntropy = 512
+)
+
+// IdentityResult says what the agent changed.
+type IdentityResult struct {
+	// RNG is "reseeded" (the kernel's pool got the entropy and was
+	// reseeded), "host" (the kernel's /dev/urandom reads the host's RNG,
+	// as gVisor's does: nothing to reseed) or "".
+	RNG     string `json:"rng,omitempty"`
+	BootID  bool   `json:"boot_id,omitempty"` // BootID is mounted
+	Network bool   `json:"network,omitempty"` // the address changed
+}

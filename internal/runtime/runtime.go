@@ -140,3 +140,16 @@ type Pauser interface {
 	Pause(ctx context.Context, ref Ref) error
 	Resume(ctx context.Context, ref Ref) error
 }
+
+// Snapshotter is a runtime that can save a running sandbox's whole state
+// (memory, processes, private writable layer) into a directory while the
+// sandbox keeps running, and start new sandboxes from that directory, each
+// an independent copy. The caller ends its agent session before
+// SaveSnapshot (and connects anew after), and gives every copy an identity
+// of its own through its agent (agentapi.IdentityRequest). A snapshot is
+// started only with the image, resources and runtime version it was saved
+// with; the caller keeps that record.
+type Snapshotter interface {
+	SaveSnapshot(ctx context.Context, ref Ref, dir string) error
+	StartFromSnapshot(ctx context.Context, p StartParams, dir string) error
+}

@@ -39,6 +39,21 @@ func (r *Runtime) Destroy(ctx context.Context, ref runtime.Ref) error {
 
 func (r *Runtime) destroy(ctx context.Context, ref runtime.Ref) error {
 	t0 := time.Now()
+	errs := r.halt(ctx, ref)
+	if err := os.RemoveAll(ref.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("removing sandbox directory: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	r.log.Debug("sandbox destroyed", "sandbox", ref.ID, "op", "destroy", "took", time.Since(t0))
+	return nil
+}
+
+// halt ends the sandbox's runsc container and removes what it holds on the
+// host (processes, cgroup, runsc's state, mounts under ref.Dir), leaving
+// ref.Dir's files: Destroy then removes them, Pause keeps them for Resume.
+func (r *Runtime) halt(ctx context.Context, ref runtime.Ref) []error {
 	bundle := filepath.Join(ref.Dir, bundleDirName)
 	// Note the processes before runsc forgets them.
 	procs := r.stateProcs(ref.ID)
@@ -65,15 +80,7 @@ func (r *Runtime) destroy(ctx context.Context, ref runtime.Ref) error {
 		// Only once nothing of the sandbox runs may runsc forget it.
 		errs = append(errs, r.forgetState(ref.ID))
 	}
-	errs = append(errs, unmountUnder(ref.Dir))
-	if err := os.RemoveAll(ref.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("removing sandbox directory: %w", err))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	r.log.Debug("sandbox destroyed", "sandbox", ref.ID, "op", "destroy", "took", time.Since(t0))
-	return nil
+	return append(errs, unmountUnder(ref.Dir))
 }
 
 // reap waits for procs to exit, kills the ones that outlive exitGrace, and

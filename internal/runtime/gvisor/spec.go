@@ -26,6 +26,7 @@ const (
 	chanDirName   = "chan"
 	consoleLog    = "console.log"
 	networkFile   = "network" // runsc --network mode of the sandbox
+	overlayFile   = "overlay" // runsc --overlay2 of the sandbox
 )
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

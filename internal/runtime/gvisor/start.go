@@ -2,6 +2,8 @@ package gvisor
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"fmt"
 	"io"
 	"os"
@@ -40,27 +42,12 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 
 	c := cleanup.Make(ctx)
 	defer c.Clean()
-	// Whatever failed, Destroy removes all that was made: the runsc
-	// container if create got that far, its processes and cgroup, mounts
-	// and the directory.
-	c.Add(func(ctx context.Context) {
-		if err := r.Destroy(ctx, p.Ref); err != nil {
-			r.log.Error("rolling back failed start", "sandbox", p.ID, "op", "start", "err", err)
-		}
-	})
-	bundle := filepath.Join(p.Dir, bundleDirName)
-	for _, d := range []string{bundle, filepath.Join(p.Dir, upperDirName), filepath.Join(p.Dir, chanDirName)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("creating sandbox directory: %w", err)
-		}
-	}
-	if err := writeSpec(bundle, buildSpec(p, r.cgroup(p.ID))); err != nil {
+	c.Add(r.rollback(p.Ref))
+	bundle, err := r.prepare(p)
+	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(p.Dir, networkFile), []byte(networkFlag(p.NetnsPath)), 0o600); err != nil {
-		return fmt.Errorf("recording network mode: %w", err)
-	}
-	if err := r.create(ctx, p.Ref, bundle, p.Resources.DiskMB); err != nil {
+	if err := r.create(ctx, p.Ref, bundle, ""); err != nil {
 		return err
 	}
 	tCreate := time.Since(t0)
@@ -74,6 +61,42 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 	r.log.Debug("sandbox started", "sandbox", p.ID, "op", "start",
 		"create", tCreate, "total", time.Since(t0))
 	return nil
+}
+
+// rollback returns the undo of a failed start: Destroy removes all that was
+// made (the runsc container if create got that far, its processes and
+// cgroup, mounts and the directory).
+func (r *Runtime) rollback(ref runtime.Ref) func(context.Context) {
+	return func(ctx context.Context) {
+		if err := r.Destroy(ctx, ref); err != nil {
+			r.log.Error("rolling back failed start", "sandbox", ref.ID, "op", "start", "err", err)
+		}
+	}
+}
+
+// prepare makes the sandbox directory (bundle, upper, chan, the network
+// mode) and returns the bundle's path.
+func (r *Runtime) prepare(p runtime.StartParams) (string, error) {
+	bundle := filepath.Join(p.Dir, bundleDirName)
+	for _, d := range []string{bundle, filepath.Join(p.Dir, upperDirName), filepath.Join(p.Dir, chanDirName)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", fmt.Errorf("creating sandbox directory: %w", err)
+		}
+	}
+	if err := writeSpec(bundle, buildSpec(p, r.cgroup(p.ID))); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(p.Dir, networkFile), []byte(networkFlag(p.NetnsPath)), 0o600); err != nil {
+		return "", fmt.Errorf("recording network mode: %w", err)
+	}
+	overlay := "root:dir=" + filepath.Join(p.Dir, upperDirName)
+	if p.Resources.DiskMB > 0 {
+		overlay += fmt.Sprintf(",size=%dM", p.Resources.DiskMB)
+	}
+	if err := os.WriteFile(filepath.Join(p.Dir, overlayFile), []byte(overlay), 0o600); err != nil {
+		return "", fmt.Errorf("recording the overlay: %w", err)
+	}
+	return bundle, nil
 }
 
 // checkStartParams validates what Start needs from p.
@@ -90,11 +113,12 @@ func checkStartParams(p runtime.StartParams) error {
 	return nil
 }
 
-// create runs `runsc create`. Its stdout and stderr, which the sandbox
-// inherits as PID 1's, go to console.log; stdin is /dev/null. It runs in a
-// session of its own so that the sandbox and gofer it leaves behind do not
-// get the daemon's terminal signals.
-func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, diskMB int64) error {
+// create runs `runsc create`, or `runsc restore` of the checkpoint in
+// image when it is not "" (the restored sandbox runs at once). Its stdout
+// and stderr, which the sandbox inherits as PID 1's, go to console.log;
+// stdin is /dev/null. It runs in a session of its own so that the sandbox
+// and gofer it leaves behind do not get the daemon's terminal signals.
+func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, image string, extra ...string) error {
 	logPath := filepath.Join(ref.Dir, consoleLog)
 	console, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -107,18 +131,30 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, di
 	defer cancel()
 	// The private layer is a file under upper/ that grows as the guest
 	// writes; size= bounds it so a sandbox cannot fill the host's disk.
-	overlay := "root:dir=" + filepath.Join(ref.Dir, upperDirName)
-	if diskMB > 0 {
-		overlay += fmt.Sprintf(",size=%dM", diskMB)
+	overlay, err := os.ReadFile(filepath.Join(ref.Dir, overlayFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		// A sandbox started before the file was recorded: no size limit.
+		overlay, err = []byte("root:dir="+filepath.Join(ref.Dir, upperDirName)), nil
 	}
-	cmd := r.command(ctx, ref.Dir, "--overlay2", overlay, "create", "--bundle", bundle, ref.ID)
+	if err != nil {
+		return fmt.Errorf("reading the overlay: %w", err)
+	}
+	args := append([]string{"--overlay2", string(overlay)}, extra...)
+	verb := "create"
+	if image != "" {
+		verb = "restore"
+		args = append(args, "restore", "--detach", "--image-path", image)
+	} else {
+		args = append(args, "create")
+	}
+	cmd := r.command(ctx, ref.Dir, append(args, "--bundle", bundle, ref.ID)...)
 	cmd.Stdout, cmd.Stderr = console, console
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Run(); err != nil {
 		if tail := consoleTail(ref.Dir, offset); tail != "" {
-			return fmt.Errorf("runsc create: %s: %w", tail, withCtxErr(ctx, err))
+			return fmt.Errorf("runsc %s: %s: %w", verb, tail, withCtxErr(ctx, err))
 		}
-		return fmt.Errorf("runsc create: %w", withCtxErr(ctx, err))
+		return fmt.Errorf("runsc %s: %w", verb, withCtxErr(ctx, err))
 	}
 	return nil
 }

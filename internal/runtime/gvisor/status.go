@@ -31,10 +31,17 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 		return nil, err
 	}
 	path := filepath.Join(ref.Dir, chanDirName, agentSocket)
+	var lastNudge time.Time
 	for {
 		conn, err := dialNoFollow(ctx, path)
 		if err == nil {
+			if !lastNudge.IsZero() {
+				_ = os.Remove(filepath.Join(ref.Dir, relistenFile))
+			}
 			return conn, nil
+		}
+		if time.Since(lastNudge) >= relistenEvery && r.nudge(ctx, ref) {
+			lastNudge = time.Now()
 		}
 		select {
 		case <-ctx.Done():
@@ -80,6 +87,9 @@ func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, e
 	if ok, err := r.known(ref.ID); err != nil {
 		return "", fmt.Errorf("status of sandbox %s: %w", ref.ID, err)
 	} else if !ok {
+		if _, err := os.Stat(filepath.Join(ref.Dir, pausedFile)); err == nil {
+			return runtime.StatePaused, nil
+		}
 		return runtime.StateAbsent, nil
 	}
 	out, err := r.runsc(ctx, commandTimeout, "", "state", ref.ID)

@@ -1,0 +1,187 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"corral/internal/cleanup"
+	"corral/internal/errdefs"
+	"corral/internal/runtime"
+)
+
+// Files of a sandbox that is, or was, saved.
+const (
+	checkpointDirName = "checkpoint" // runsc's image of a paused sandbox
+	pausedFile        = "paused"     // present while paused
+	// relistenFile marks a sandbox whose agent released its socket for a
+	// checkpoint: Dial sends it SIGUSR2 until it listens again.
+	relistenFile = "relisten"
+)
+
+// Bounds of checkpoints and restores.
+const (
+	checkpointTimeout = 5 * time.Minute
+	releaseTimeout    = 5 * time.Second
+	relistenEvery     = 250 * time.Millisecond
+)
+
+var (
+	_ runtime.Pauser      = (*Runtime)(nil)
+	_ runtime.Snapshotter = (*Runtime)(nil)
+)
+
+// Pause checkpoints the sandbox into <dir>/checkpoint (its memory,
+// processes and private layer) and ends its runsc container, freeing its
+// CPU and memory; the directory, network namespace and bundle stay.
+func (r *Runtime) Pause(ctx context.Context, ref runtime.Ref) error {
+	if err := checkRef(ref); err != nil {
+		return err
+	}
+	start := time.Now()
+	image := filepath.Join(ref.Dir, checkpointDirName)
+	if err := r.checkpoint(ctx, ref, image, false); err != nil {
+		return fmt.Errorf("pausing %s: %w", ref.ID, err)
+	}
+	if err := os.WriteFile(filepath.Join(ref.Dir, pausedFile), nil, 0o600); err != nil {
+		return err
+	}
+	if err := errors.Join(r.halt(ctx, ref)...); err != nil {
+		return fmt.Errorf("pausing %s: %w", ref.ID, err)
+	}
+	r.log.Debug("sandbox paused", "sandbox", ref.ID, "op", "pause", "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// Resume restores the paused sandbox from its checkpoint: the same
+// processes, memory and files, in the same network namespace.
+func (r *Runtime) Resume(ctx context.Context, ref runtime.Ref) error {
+	if err := checkRef(ref); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(ref.Dir, pausedFile)); err != nil {
+		return fmt.Errorf("resuming %s: not paused: %w", ref.ID, err)
+	}
+	start := time.Now()
+	image := filepath.Join(ref.Dir, checkpointDirName)
+	if err := r.create(ctx, ref, filepath.Join(ref.Dir, bundleDirName), image); err != nil {
+		_ = errors.Join(r.halt(context.WithoutCancel(ctx), ref)...)
+		return fmt.Errorf("resuming %s: %w", ref.ID, err)
+	}
+	for _, f := range []string{pausedFile, checkpointDirName} {
+		if err := os.RemoveAll(filepath.Join(ref.Dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	r.log.Debug("sandbox resumed", "sandbox", ref.ID, "op", "resume", "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// SaveSnapshot checkpoints the running sandbox into dir, leaving it
+// running.
+func (r *Runtime) SaveSnapshot(ctx context.Context, ref runtime.Ref, dir string) error {
+	if err := checkRef(ref); err != nil {
+		return err
+	}
+	if err := r.checkpoint(ctx, ref, dir, true); err != nil {
+		return fmt.Errorf("snapshotting %s: %w", ref.ID, err)
+	}
+	return nil
+}
+
+// StartFromSnapshot starts the new sandbox p restored from the checkpoint
+// in dir (written by SaveSnapshot from a sandbox of the same image).
+func (r *Runtime) StartFromSnapshot(ctx context.Context, p runtime.StartParams, dir string) error {
+	if err := checkStartParams(p); err != nil {
+		return err
+	}
+	if ok, err := r.known(p.ID); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%w: runsc already has a container %s", errdefs.ErrAlreadyExists, p.ID)
+	}
+	c := cleanup.Make(ctx)
+	defer c.Clean()
+	c.Add(r.rollback(p.Ref))
+	bundle, err := r.prepare(p)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(p.Dir, relistenFile), nil, 0o600); err != nil {
+		return err
+	}
+	// The copy's spec differs from the saved one where it must (hostname,
+	// cgroup, the agent's nameserver, the network namespace): runsc checks
+	// the rest and warns instead of refusing over those.
+	if err := r.create(ctx, p.Ref, bundle, dir, "--restore-spec-validation", "warning"); err != nil {
+		return fmt.Errorf("starting %s from a snapshot: %w", p.ID, err)
+	}
+	c.Release()
+	return nil
+}
+
+// checkpoint waits for the agent to release its socket (the caller ended
+// its session) and writes runsc's checkpoint of ref into image, through a
+// temporary directory. leaveRunning keeps the sandbox running after it.
+func (r *Runtime) checkpoint(ctx context.Context, ref runtime.Ref, image string, leaveRunning bool) error {
+	if err := os.WriteFile(filepath.Join(ref.Dir, relistenFile), nil, 0o600); err != nil {
+		return err
+	}
+	if err := waitReleased(ctx, filepath.Join(ref.Dir, chanDirName, agentSocket)); err != nil {
+		return err
+	}
+	tmp := image + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return err
+	}
+	args := []string{"checkpoint", "--image-path", tmp}
+	if leaveRunning {
+		args = append(args, "--leave-running")
+	}
+	_, err := r.runsc(ctx, checkpointTimeout, ref.Dir, append(args, ref.ID)...)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.RemoveAll(image); err != nil {
+		return err
+	}
+	return os.Rename(tmp, image)
+}
+
+// waitReleased waits for the agent's socket file to go.
+func waitReleased(ctx context.Context, sock string) error {
+	deadline := time.Now().Add(releaseTimeout)
+	for {
+		if _, err := os.Lstat(sock); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the agent did not release its socket within %s", errdefs.ErrUnavailable, releaseTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// nudge asks a sandbox's agent that released its socket for a checkpoint
+// to listen again (SIGUSR2 to PID 1); it reports whether it was due.
+func (r *Runtime) nudge(ctx context.Context, ref runtime.Ref) bool {
+	if _, err := os.Stat(filepath.Join(ref.Dir, relistenFile)); err != nil {
+		return false
+	}
+	if _, err := r.runsc(ctx, commandTimeout, ref.Dir, "kill", ref.ID, "USR2"); err != nil {
+		r.log.Debug("asking the agent to listen again", "sandbox", ref.ID, "err", err)
+	}
+	return true
+}
