@@ -23,6 +23,7 @@ const (
 	rndAddEntropy  = 0x40085203 // _IOW('R', 0x03, int[2])
 	rndReseedCRNG  = 0x5207     // _IO('R', 0x07)
 	bootIDPath     = "/proc/sys/kernel/random/boot_id"
+	bootIDFile     = "/.corral/boot_id"
 	machineIDPath  = "/etc/machine-id"
 	maxHostnameLen = 64
 )
@@ -57,7 +58,11 @@ func (s *Server) identity(w http.ResponseWriter, r *http.Request) error {
 		res.RNG = reseed(req.Entropy)
 	}
 	if req.BootID != "" {
-		res.BootID = mountBootID(req.BootID) == nil
+		if err := s.mountBootID(req.BootID); err != nil {
+			s.log.Info("boot_id stays the snapshot's", "op", "identity", "err", err)
+		} else {
+			res.BootID = true
+		}
 	}
 	if req.Network != nil {
 		changed, err := moveAddress(req.Network)
@@ -149,19 +154,28 @@ func reseed(entropy []byte) string {
 	return "reseeded"
 }
 
-// mountBootID shows id at bootIDPath: a memfd holding it is bind-mounted
-// over the kernel's file (whose value a snapshot froze).
-func mountBootID(id string) error {
-	fd, err := unix.MemfdCreate("boot_id", unix.MFD_CLOEXEC)
+// mountBootID shows id at bootIDPath: a file holding it, on the agent's
+// own directory (a tmpfs in a vm guest, never exported), is bind-mounted
+// over the kernel's file, whose value the snapshot froze. (A memfd cannot
+// be the source: it is on no mount of this namespace.)
+func (s *Server) mountBootID(id string) error {
+	src, err := fspath.ResolveNoFollow(s.root, bootIDFile)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(id+"\n")); err != nil {
+	target, err := fspath.Resolve(s.root, bootIDPath)
+	if err != nil {
 		return err
 	}
-	_ = unix.Unmount(bootIDPath, unix.MNT_DETACH) // an earlier identity's
-	return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fd), bootIDPath, "", unix.MS_BIND, "")
+	_ = unix.Unmount(target, unix.MNT_DETACH) // an earlier identity's
+	if err := s.writeRootFile(bootIDFile, id+"\n", 0o444); err != nil {
+		return err
+	}
+	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
+		os.Remove(src)
+		return err
+	}
+	return nil
 }
 
 // moveAddress gives the interface holding the sandbox's IPv4 address the

@@ -127,6 +127,9 @@ func Run(t *testing.T, e Env) {
 	if p, ok := e.Runtime.(runtime.Pauser); ok {
 		t.Run("PauseResume", func(t *testing.T) { testPauseResume(t, e, p) })
 	}
+	if sn, ok := e.Runtime.(runtime.Snapshotter); ok {
+		t.Run("SnapshotCopies", func(t *testing.T) { testSnapshotCopies(t, e, sn) })
+	}
 	t.Run("MemoryLimit", func(t *testing.T) { testMemoryLimit(t, e) })
 	t.Run("DestroyLeavesNothing", func(t *testing.T) { testDestroy(t, e) })
 }

@@ -178,7 +178,10 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) ([]string, *fdPass
 	} {
 		set := i + 1
 		modes := []int{os.O_RDONLY}
-		opts := fmt.Sprintf("file=/dev/fdset/%d,if=none,id=%s,format=raw,aio=threads", set, d.id)
+		// No image locks: the daemon alone hands out these files, and a
+		// guest that runs on after a memory snapshot (whose migration
+		// inactivated its disks) could not take them back.
+		opts := fmt.Sprintf("file=/dev/fdset/%d,if=none,id=%s,format=raw,aio=threads,file.locking=off", set, d.id)
 		if d.ro {
 			opts += ",readonly=on"
 		} else {

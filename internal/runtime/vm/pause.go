@@ -43,8 +43,12 @@ type machineRecord struct {
 }
 
 func saveMachine(dir string, m *machine, netns string) error {
-	b, err := json.Marshal(machineRecord{Initramfs: m.initramfs, RootDisk: m.rootDisk, ModulesDisk: m.modulesDisk,
+	return writeMachineRecord(dir, &machineRecord{Initramfs: m.initramfs, RootDisk: m.rootDisk, ModulesDisk: m.modulesDisk,
 		Scratch: m.scratch, MAC: m.mac, Netns: netns, Limits: m.limits, Info: m.info})
+}
+
+func writeMachineRecord(dir string, rec *machineRecord) error {
+	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
@@ -134,32 +138,14 @@ func (r *Runtime) Resume(ctx context.Context, ref runtime.Ref) error {
 	if err != nil {
 		return fmt.Errorf("resuming %s: %w", ref.ID, err)
 	}
-	m := &machine{initramfs: rec.Initramfs, rootDisk: rec.RootDisk, modulesDisk: rec.ModulesDisk, scratch: rec.Scratch,
-		mac: rec.MAC, limits: rec.Limits, info: rec.Info}
+	m := rec.machine()
 	if rec.Netns != "" {
 		if m.tap, err = replugTap(rec.Netns); err != nil {
 			return fmt.Errorf("resuming %s: %w", ref.ID, err)
 		}
 	}
 	defer m.close()
-	state, err := os.Open(filepath.Join(ref.Dir, stateFile))
-	if err != nil {
-		return fmt.Errorf("resuming %s: %w", ref.ID, err)
-	}
-	defer state.Close()
-	m.incoming = state
-	if err := cgroups.Create(r.cgroup(ref.ID)); err != nil {
-		return err
-	}
-	if err := cgroups.SetLimits(r.cgroup(ref.ID), m.limits); err != nil {
-		return err
-	}
-	p := runtime.StartParams{Ref: ref}
-	if err := r.launch(ctx, p, m); err != nil {
-		return fmt.Errorf("resuming %s: %w", ref.ID, err)
-	}
-	if err := r.continueIncoming(ctx, ref); err != nil {
-		_ = r.killQEMU(context.WithoutCancel(ctx), ref)
+	if err := r.restore(ctx, ref, m, filepath.Join(ref.Dir, stateFile)); err != nil {
 		return fmt.Errorf("resuming %s: %w", ref.ID, err)
 	}
 	for _, f := range []string{pausedFile, stateFile} {
