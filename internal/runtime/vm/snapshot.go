@@ -178,4 +178,3 @@ func (rec *machineRecord) machine() *machine {
 	return &machine{initramfs: rec.Initramfs, rootDisk: rec.RootDisk, modulesDisk: rec.ModulesDisk,
 		scratch: rec.Scratch, mac: rec.MAC, limits: rec.Limits, info: rec.Info}
 }
-
