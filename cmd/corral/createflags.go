@@ -13,6 +13,7 @@ import (
 // createFlags are the flags shared by create and run.
 type createFlags struct {
 	runtime, image, name, workdir, user, entrypoint string
+	fromSnapshot                                    string
 	cpu, cpuLimit                                   float64
 	memory, memoryLimit                             int64
 	disk                                            float64
@@ -42,6 +43,7 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	fs.StringVar(&f.runtime, "runtime", "", "runtime: gvisor (default) or vm")
 	fs.StringVar(&f.image, "image", "", "image to start from: name:tag or sha256:... (default: the Debian base)")
 	fs.StringVar(&f.name, "name", "", "a name for the sandbox")
+	fs.StringVar(&f.fromSnapshot, "from-snapshot", "", "start as a copy of this memory snapshot (id or name; see snapshot mem)")
 	fs.StringVar(&f.workdir, "workdir", "", "default working directory of processes")
 	fs.StringVar(&f.user, "user", "", "default user of processes (name, uid, or either with :group; default: the image's, else root)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU request in cores (default 1)")
@@ -74,6 +76,7 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 		Runtime: f.runtime, Image: f.image, Name: f.name, Workdir: f.workdir, User: f.user, CPU: f.cpu, CPULimit: f.cpuLimit,
 		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, DiskMB: int64(f.disk * 1024), Timeout: f.timeout.Seconds(),
 		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags, NetworkPolicy: f.net.policy(),
+		FromSnapshot: f.fromSnapshot,
 	}
 	if f.timeout < 0 {
 		req.Timeout = -1 // let the daemon name the problem

@@ -45,7 +45,7 @@ func newRoot() *cobra.Command {
 		newServeCmd(), newAgentCmd(), newVMInitCmd(),
 		newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newInspectCmd(), newRmCmd(),
 		newWaitCmd(), newLogsCmd(), newEventsCmd(), newShellCmd(), newFsCmd(), newBenchCmd(),
-		newPsCmd(), newAttachCmd(), newNetCmd(), newURLCmd(), newPortForwardCmd(), newImageCmd(), newSnapshotCmd(), newPauseCmd(), newResumeCmd(),
+		newPsCmd(), newAttachCmd(), newNetCmd(), newURLCmd(), newPortForwardCmd(), newImageCmd(), newSnapshotCmd(), newPauseCmd(), newResumeCmd(), newForkCmd(),
 	)
 	return root
 }

@@ -12,7 +12,7 @@ import (
 func newPauseCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "pause ID",
-		Short: "Save a running sandbox to disk, freeing its CPU and memory (vm runtime)",
+		Short: "Save a running sandbox to disk, freeing its CPU and memory (its paused time does not count against its timeout)",
 		Args:  cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
 			sb, err := c.Pause(ctx, args[0])

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"corral/internal/errdefs"
+	"corral/internal/sandbox"
 	"corral/pkg/apiv1"
 )
 
@@ -50,4 +51,83 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toAPI(sb))
+}
+
+// snapshotMemory saves a running sandbox's whole state as a snapshot.
+func (s *Server) snapshotMemory(w http.ResponseWriter, r *http.Request) {
+	var req apiv1.SnapshotMemoryRequest
+	if r.ContentLength != 0 { // the body (a name) is optional
+		if err := decodeJSON(w, r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	sn, err := s.m.SnapshotMemory(r.Context(), r.PathValue("id"), req.Name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toAPISnapshot(sn))
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	all, err := s.m.Snapshots(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := apiv1.SnapshotList{Snapshots: []apiv1.Snapshot{}}
+	for _, sn := range all {
+		out.Snapshots = append(out.Snapshots, toAPISnapshot(sn))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	sn, err := s.m.Snapshot(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPISnapshot(sn))
+}
+
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	sn, err := s.m.RemoveSnapshot(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPISnapshot(sn))
+}
+
+// forkSandbox starts copies of a running sandbox.
+func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
+	var req apiv1.ForkRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	copies, err := s.m.Fork(r.Context(), r.PathValue("id"), req.Count)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := apiv1.ForkResult{Sandboxes: []apiv1.Sandbox{}}
+	for _, sb := range copies {
+		out.Sandboxes = append(out.Sandboxes, toAPI(sb))
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func toAPISnapshot(sn *sandbox.Snapshot) apiv1.Snapshot {
+	image := sn.Spec.Image
+	if sn.Spec.ImageDigest != "" {
+		image = sn.Spec.ImageDigest
+	}
+	return apiv1.Snapshot{
+		ID: sn.ID, Name: sn.Name, SandboxID: sn.SandboxID, Runtime: sn.Runtime, RuntimeVersion: sn.RuntimeVersion,
+		AgentProtocol: sn.AgentProtocol, AgentVersion: sn.AgentVersion, Image: image, CPU: sn.Spec.CPU,
+		MemoryMB: sn.Spec.MemoryMB, DiskMB: sn.Spec.DiskMB, SizeBytes: sn.SizeBytes, CreatedAt: sn.CreatedAt,
+	}
 }

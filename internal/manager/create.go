@@ -23,6 +23,20 @@ const entrypointTag = "corral-entrypoint"
 // agent answers (state running). On any failure everything created is
 // undone and the record ends as failed.
 func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
+	var from *sandbox.Snapshot
+	if spec.FromSnapshot != "" {
+		rec, err := m.Snapshot(ctx, spec.FromSnapshot)
+		if err != nil {
+			return nil, err
+		}
+		if err := fromSnapshot(&spec, rec); err != nil {
+			return nil, err
+		}
+		if _, err := m.checkRestorable(ctx, rec); err != nil {
+			return nil, err
+		}
+		from = rec
+	}
 	if err := spec.Normalize(); err != nil {
 		return nil, err
 	}
@@ -38,7 +52,7 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 		}
 		return nil, fmt.Errorf("%w: runtime %q is not supported by this daemon (available: %v)", errdefs.ErrNotSupported, spec.Runtime, m.Runtimes())
 	}
-	if m.pool != nil && m.pool.fits(spec) {
+	if m.pool != nil && from == nil && m.pool.fits(spec) {
 		if l := m.pool.take(); l != nil {
 			defer m.refill()
 			sb, ok, err := m.claim(ctx, l, spec)
@@ -56,6 +70,7 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
+	l.from = from
 	l.op.Lock()
 	defer l.op.Unlock()
 	if err := m.start(ctx, l); err != nil {
@@ -101,7 +116,8 @@ func (m *Manager) start(ctx context.Context, l *live) error {
 			m.log.Error("rolling back sandbox network", "sandbox", sb.ID, "err", err)
 		}
 	})
-	if err := m.attachNetwork(ctx, sb.ID, sb.Spec.Network, &params); err != nil {
+	netID, err := m.attachNetwork(ctx, sb.ID, sb.Spec.Network, &params)
+	if err != nil {
 		return err
 	}
 	c.Add(func(ctx context.Context) {
@@ -109,7 +125,7 @@ func (m *Manager) start(ctx context.Context, l *live) error {
 			m.log.Error("rolling back sandbox", "sandbox", sb.ID, "err", err)
 		}
 	})
-	if err := l.rt.Start(ctx, params); err != nil {
+	if err := m.startRuntime(ctx, l, params); err != nil {
 		return fmt.Errorf("starting runtime %s: %w", l.rt.Name(), err)
 	}
 	client, err := m.connect(ctx, l)
@@ -117,6 +133,11 @@ func (m *Manager) start(ctx context.Context, l *live) error {
 		return err
 	}
 	c.Add(func(context.Context) { client.Close() })
+	if l.from != nil {
+		if err := m.giveIdentity(ctx, l, client, netID, params.Nameservers); err != nil {
+			return err
+		}
+	}
 	if len(sb.Spec.Entrypoint) > 0 {
 		if err := m.startEntrypoint(ctx, l, client); err != nil {
 			return err
@@ -154,6 +175,18 @@ func (m *Manager) start(ctx context.Context, l *live) error {
 	m.event(sb.ID, "running", "sandbox running", fields)
 	m.watch(l, client)
 	return nil
+}
+
+// startRuntime starts the sandbox cold, or as a copy of its snapshot.
+func (m *Manager) startRuntime(ctx context.Context, l *live, params runtime.StartParams) error {
+	if l.from == nil {
+		return l.rt.Start(ctx, params)
+	}
+	sn, ok := l.rt.(runtime.Snapshotter)
+	if !ok {
+		return fmt.Errorf("%w: runtime %s cannot restore memory snapshots", errdefs.ErrNotSupported, l.rt.Name())
+	}
+	return sn.StartFromSnapshot(ctx, params, l.from.Dir)
 }
 
 // connect dials the agent and negotiates the protocol, within AgentTimeout.

@@ -25,8 +25,10 @@ type live struct {
 	active     int       // API operations in flight (exec streams, file calls)
 	lastActive time.Time // end of the last operation
 	stop       chan struct{}
-	pooled     bool          // started for the warm pool, not handed out yet
-	done       chan struct{} // closed once the sandbox is terminal
+	pooled     bool              // started for the warm pool, not handed out yet
+	saving     bool              // a memory snapshot ended the agent session on purpose
+	from       *sandbox.Snapshot // the memory snapshot it starts from; nil on a cold start
+	done       chan struct{}     // closed once the sandbox is terminal
 }
 
 func newLive(sb *sandbox.Sandbox, rt runtime.Runtime) *live {

@@ -72,6 +72,8 @@ type Manager struct {
 	decisions chan policy.Decision // egress decisions for the event log
 
 	pool *warmPool // nil without a warm pool
+
+	versions map[string]string // runtime name -> version (runtimeVersion)
 }
 
 // New builds a Manager and reconciles the store with what the runtimes run.
@@ -85,13 +87,14 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	for _, d := range []string{cfg.sandboxesDir(), cfg.logsDir()} {
+	for _, d := range []string{cfg.sandboxesDir(), cfg.logsDir(), cfg.snapshotsDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{cfg: cfg, log: cfg.Logger, store: cfg.Store, ctx: lctx, cancel: cancel, live: map[string]*live{},
+		versions:  map[string]string{},
 		decisions: make(chan policy.Decision, maxPendingDecisions)}
 	m.wg.Add(1)
 	go m.writeDecisions()

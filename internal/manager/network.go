@@ -3,8 +3,10 @@ package manager
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
+	"corral/internal/agentapi"
 	"corral/internal/errdefs"
 	"corral/internal/netpolicy"
 	"corral/internal/netpolicy/policy"
@@ -38,17 +40,18 @@ func (m *Manager) networkEnabled() bool { return m.cfg.Network != nil && m.cfg.N
 
 // attachNetwork gives a new sandbox its namespace and rules, and fills in
 // the runtime's namespace path and resolver (nothing without networking).
-func (m *Manager) attachNetwork(ctx context.Context, id string, p policy.Policy, params *runtime.StartParams) error {
+func (m *Manager) attachNetwork(ctx context.Context, id string, p policy.Policy, params *runtime.StartParams) (*agentapi.IdentityNetwork, error) {
 	if !m.networkEnabled() {
-		return nil
+		return nil, nil
 	}
 	slot, err := m.cfg.Network.Layer.Attach(ctx, id, p)
 	if err != nil {
-		return fmt.Errorf("attaching network: %w", err)
+		return nil, fmt.Errorf("attaching network: %w", err)
 	}
 	params.NetnsPath = slot.NetnsPath
 	params.Nameservers = []string{slot.Gateway.String()}
-	return nil
+	addr := netip.PrefixFrom(slot.Addr, slot.Prefix.Bits())
+	return &agentapi.IdentityNetwork{Address: addr.String(), Gateway: slot.Gateway.String()}, nil
 }
 
 // detachNetwork removes a sandbox's namespace, devices and rules.

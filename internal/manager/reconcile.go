@@ -27,8 +27,30 @@ func (m *Manager) reconcile(ctx context.Context) error {
 		known[sb.ID] = true
 		m.reconcileOne(ctx, sb)
 	}
+	snaps, err := m.store.ListSnapshots(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sn := range snaps {
+		known[sn.ID] = true // holds an image lease
+	}
+	m.removeOrphanSnapshots(known)
 	m.destroyOrphans(ctx, known)
 	return nil
+}
+
+// removeOrphanSnapshots removes snapshot directories without a record (a
+// snapshot that was being written when the daemon stopped).
+func (m *Manager) removeOrphanSnapshots(known map[string]bool) {
+	entries, _ := os.ReadDir(m.cfg.snapshotsDir())
+	for _, e := range entries {
+		if id := e.Name(); !known[id] {
+			m.log.Warn("removing an unrecorded snapshot", "snapshot", id)
+			if err := os.RemoveAll(filepath.Join(m.cfg.snapshotsDir(), id)); err != nil {
+				m.log.Error("removing an unrecorded snapshot", "snapshot", id, "err", err)
+			}
+		}
+	}
 }
 
 func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {

@@ -54,6 +54,12 @@ func (m *Manager) watchLoop(l *live, client *agentapi.Client) {
 // agentLost handles a dropped agent connection: if the sandbox is gone it
 // crashed; if it still runs, reconnect once.
 func (m *Manager) agentLost(l *live) {
+	l.mu.Lock()
+	saving := l.saving
+	l.mu.Unlock()
+	if saving {
+		return // the snapshot reconnects and watches anew
+	}
 	if l.state() != sandbox.Running || l.detached() || m.ctx.Err() != nil {
 		// The daemon is stopping (or the sandbox is being ended): the
 		// connection went because we closed it, not because the sandbox

@@ -153,3 +153,9 @@ type Snapshotter interface {
 	SaveSnapshot(ctx context.Context, ref Ref, dir string) error
 	StartFromSnapshot(ctx context.Context, p StartParams, dir string) error
 }
+
+// Versioner is a runtime that names its version: what a memory snapshot
+// records, so that only the same version restores it.
+type Versioner interface {
+	Version(ctx context.Context) (string, error)
+}

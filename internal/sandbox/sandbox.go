@@ -63,21 +63,25 @@ func (s *Sandbox) ExpiresAt() time.Time { return s.CreatedAt.Add(s.Spec.Timeout 
 
 // NewID returns a fresh sandbox id: "sb-" and 16 lowercase base32 letters
 // (80 random bits).
-func NewID() string {
+func NewID() string { return newID("sb-") }
+
+func newID(prefix string) string {
 	var b [10]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on Linux
 	}
-	return "sb-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 // ValidID reports whether id has the shape NewID produces, so hostile ids
 // never reach a path or a runtime command line.
-func ValidID(id string) bool {
-	if len(id) != 19 || !strings.HasPrefix(id, "sb-") {
+func ValidID(id string) bool { return validID(id, "sb-") }
+
+func validID(id, prefix string) bool {
+	if len(id) != len(prefix)+16 || !strings.HasPrefix(id, prefix) {
 		return false
 	}
-	for _, c := range id[3:] {
+	for _, c := range id[len(prefix):] {
 		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
 			return false
 		}

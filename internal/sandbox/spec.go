@@ -51,6 +51,10 @@ type Spec struct {
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
 	Network       policy.Policy     `json:"network"`
 	Expose        []ExposedPort     `json:"expose,omitempty"`
+	// FromSnapshot names the memory snapshot (id or name) the sandbox
+	// starts from as a copy; its image, runtime and resources are the
+	// snapshot's.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // ExposedPort is a port inside the sandbox reachable through the daemon.
@@ -171,6 +175,9 @@ func (s *Spec) validateStrings() error {
 	}
 	if s.Name != "" && !nameRE.MatchString(s.Name) {
 		return errdefs.Invalid("name", "%q must match %s", s.Name, nameRE)
+	}
+	if s.FromSnapshot != "" && !ValidSnapshotRef(s.FromSnapshot) {
+		return errdefs.Invalid("from_snapshot", "%q is neither a snapshot id nor a snapshot name", s.FromSnapshot)
 	}
 	if err := validateEnv("env", s.Env); err != nil {
 		return err

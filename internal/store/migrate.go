@@ -16,6 +16,20 @@ var migrations = []string{
 	// 3, 4: pauses (paused time does not count against the timeout).
 	`ALTER TABLE sandboxes ADD COLUMN paused_at INTEGER NOT NULL DEFAULT 0`,
 	`ALTER TABLE sandboxes ADD COLUMN paused_for INTEGER NOT NULL DEFAULT 0`,
+	// 5: memory snapshots.
+	`CREATE TABLE snapshots (
+		id              TEXT PRIMARY KEY,
+		name            TEXT UNIQUE,
+		sandbox_id      TEXT NOT NULL,
+		spec            TEXT NOT NULL,
+		runtime         TEXT NOT NULL,
+		runtime_version TEXT NOT NULL,
+		agent_protocol  INTEGER NOT NULL,
+		agent_version   TEXT NOT NULL,
+		size_bytes      INTEGER NOT NULL DEFAULT 0,
+		created_at      INTEGER NOT NULL,
+		dir             TEXT NOT NULL
+	)`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -1,5 +1,5 @@
 // Package store keeps Corral's durable records (sandboxes, processes,
-// events) in an embedded SQLite database (pure Go, modernc.org/sqlite).
+// events, snapshots) in an embedded SQLite database (pure Go, modernc.org/sqlite).
 //
 // Every write is committed with synchronous=FULL before it returns, so what
 // the daemon acknowledged survives a crash or kill -9. The store imports the

@@ -91,7 +91,7 @@ func TestMigrateOldDatabase(t *testing.T) {
 		`CREATE TABLE sandboxes_old AS SELECT id, name, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir FROM sandboxes`,
 		`DROP TABLE sandboxes`, `ALTER TABLE sandboxes_old RENAME TO sandboxes`,
 		`INSERT INTO sandboxes VALUES ('sb-old', '', 'terminated', '{}', 1, 0, 0, NULL, '', '', '', '')`,
-		`PRAGMA user_version = 0`,
+		`DROP TABLE snapshots`, `PRAGMA user_version = 0`,
 	} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(q, err)
@@ -106,5 +106,46 @@ func TestMigrateOldDatabase(t *testing.T) {
 	sb, err := s.GetSandbox(ctx, "sb-old")
 	if err != nil || sb.PortToken != "" {
 		t.Fatalf("old row after migration: %+v, %v", sb, err)
+	}
+}
+
+// Snapshots are stored, found by id or name, listed and deleted; a name
+// is unique.
+func TestSnapshots(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sn := &sandbox.Snapshot{ID: sandbox.NewSnapshotID(), Name: "warm", SandboxID: sandbox.NewID(),
+		Spec: sandbox.Spec{Runtime: "vm", Image: "base", MemoryMB: 256}, Runtime: "vm", RuntimeVersion: "qemu 7.2",
+		AgentProtocol: 1, AgentVersion: "a", SizeBytes: 42, CreatedAt: time.Now().UTC(), Dir: "/x"}
+	if err := s.PutSnapshot(ctx, sn); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{sn.ID, "warm"} {
+		got, err := s.GetSnapshot(ctx, ref)
+		if err != nil || got.ID != sn.ID || got.Spec.MemoryMB != 256 || got.RuntimeVersion != "qemu 7.2" {
+			t.Fatalf("get %s: %+v %v", ref, got, err)
+		}
+	}
+	dup := *sn
+	dup.ID = sandbox.NewSnapshotID()
+	if err := s.PutSnapshot(ctx, &dup); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Fatalf("duplicate name: %v", err)
+	}
+	dup.Name = ""
+	if err := s.PutSnapshot(ctx, &dup); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := s.ListSnapshots(ctx); err != nil || len(list) != 2 {
+		t.Fatalf("list: %d %v", len(list), err)
+	}
+	if err := s.DeleteSnapshot(ctx, sn.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetSnapshot(ctx, sn.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
 	}
 }

@@ -25,6 +25,11 @@ type CreateSandboxRequest struct {
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
 	Expose        []ExposedPort     `json:"expose,omitempty"`
+	// FromSnapshot (a memory snapshot's id or name) starts the sandbox as
+	// a copy of the snapshot: its image, runtime and resources are the
+	// snapshot's; env, workdir, user, timeouts, network policy and ports
+	// too unless set here.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 	NetworkPolicy
 }
 
@@ -77,6 +82,8 @@ type Sandbox struct {
 	// RuntimeInfo describes the sandbox's machine (vm: accel "kvm" or
 	// "tcg", machine, kernel, vcpus, ram_mb, boot_ms).
 	RuntimeInfo map[string]string `json:"runtime_info,omitempty"`
+	// FromSnapshot is the memory snapshot the sandbox started from.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.
@@ -254,4 +261,51 @@ type PruneReport struct {
 	Images []string `json:"images"`
 	Layers []string `json:"layers"`
 	Bytes  int64    `json:"bytes"`
+}
+
+// SnapshotMemoryRequest is the body of POST
+// /v1/sandboxes/{id}/snapshots/memory.
+type SnapshotMemoryRequest struct {
+	// Name optionally names the snapshot (unique; letters, digits, '_',
+	// '.', '-').
+	Name string `json:"name,omitempty"`
+}
+
+// Snapshot is a memory snapshot: a sandbox's whole state (memory,
+// processes, writable layer), from which sandboxes start as copies
+// (CreateSandboxRequest.FromSnapshot, fork).
+type Snapshot struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	SandboxID string `json:"sandbox_id"`
+	Runtime   string `json:"runtime"`
+	// RuntimeVersion is the version of the runtime that saved it; only
+	// the same version restores it.
+	RuntimeVersion string `json:"runtime_version"`
+	// AgentProtocol and AgentVersion describe the agent frozen inside.
+	AgentProtocol int       `json:"agent_protocol"`
+	AgentVersion  string    `json:"agent_version"`
+	Image         string    `json:"image"`
+	CPU           float64   `json:"cpu"`
+	MemoryMB      int64     `json:"memory_mb"`
+	DiskMB        int64     `json:"disk_mb"`
+	SizeBytes     int64     `json:"size_bytes"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+// SnapshotList is the body of GET /v1/snapshots.
+type SnapshotList struct {
+	Snapshots []Snapshot `json:"snapshots"`
+}
+
+// ForkRequest is the body of POST /v1/sandboxes/{id}/fork.
+type ForkRequest struct {
+	// Count is how many copies (1 to 16).
+	Count int `json:"count"`
+}
+
+// ForkResult is the answer to a fork: the copies, each with its own id,
+// hostname, addresses and randomness.
+type ForkResult struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
 }

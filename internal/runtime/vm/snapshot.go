@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"corral/internal/cgroups"
@@ -177,4 +178,15 @@ func copySparse(ctx context.Context, from, to string) error {
 func (rec *machineRecord) machine() *machine {
 	return &machine{initramfs: rec.Initramfs, rootDisk: rec.RootDisk, modulesDisk: rec.ModulesDisk,
 		scratch: rec.Scratch, mac: rec.MAC, limits: rec.Limits, info: rec.Info}
+}
+
+// Version names what a saved guest state depends on: QEMU's version, the
+// kernel, the accelerator and the machine type.
+func (r *Runtime) Version(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, r.cfg.QEMUPath, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("qemu --version: %w", err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	return fmt.Sprintf("%s; kernel %s; accel %s; machine %s", strings.TrimSpace(first), r.kernel.release, r.cfg.Accel, r.cfg.Machine), nil
 }
