@@ -8,13 +8,19 @@ import (
 	"time"
 )
 
-// The issue's must-show, on the vm runtime: a 100 MB file and 1,000 small
+// The issue's must-show, on both runtimes: a 100 MB file and 1,000 small
 // ones, a counting process and a TCP listener survive a pause and a
 // resume, with a daemon restart in between the second time; paused time
 // does not count against the timeout.
-func TestVMPauseResume(t *testing.T) {
+func TestPauseResume(t *testing.T) {
 	d := startDaemon(t)
-	id := d.create("--runtime", "vm", "--memory", "768", "--timeout", "10m")
+	for _, rt := range runtimes {
+		t.Run(rt, func(t *testing.T) { testPauseResume(t, d, rt) })
+	}
+}
+
+func testPauseResume(t *testing.T, d *daemon, rt string) {
+	id := d.create("--runtime", rt, "--memory", "768", "--timeout", "10m")
 	setup := `set -e
 head -c 100000000 /dev/urandom > /root/big
 mkdir -p /root/small && for i in $(seq 1 1000); do echo "file $i $RANDOM" > /root/small/$i; done
