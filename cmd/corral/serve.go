@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 
 	"corral/internal/daemon"
+	"corral/internal/manager"
 
 	"github.com/spf13/cobra"
 )
@@ -39,6 +41,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.VMAccel, "vm-accel", "", "vm accelerator: kvm or tcg (default: kvm where /dev/kvm runs ordinary guests, else tcg)")
 	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 64, "maximum live sandboxes")
 	f.IntVar(&cfg.WarmPool, "warm-pool", 0, "sandboxes of the default spec (base image, gvisor, default resources) kept started for fast creates")
+	f.Var(warmPoolsValue{&cfg.WarmPools}, "warm-pool-spec", "another warm pool (repeatable): size=N[,runtime=R][,image=I][,cpu=C][,memory_mb=M][,disk_mb=D]...")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")
@@ -50,4 +53,18 @@ func newServeCmd() *cobra.Command {
 	f.StringSliceVar(&cfg.Net.DNSUpstream, "dns-upstream", nil, "upstream resolvers host:port (default: /etc/resolv.conf)")
 	f.Var(prefixesValue{&cfg.Net.OperatorAllowed}, "allow-range", "re-open an always-denied range for every sandbox (repeatable)")
 	return cmd
+}
+
+// warmPoolsValue is a repeatable --warm-pool-spec.
+type warmPoolsValue struct{ p *[]manager.WarmPoolConfig }
+
+func (v warmPoolsValue) String() string { return fmt.Sprint(len(*v.p)) }
+func (v warmPoolsValue) Type() string   { return "pool" }
+func (v warmPoolsValue) Set(s string) error {
+	c, err := manager.ParseWarmPool(s)
+	if err != nil {
+		return err
+	}
+	*v.p = append(*v.p, c)
+	return nil
 }

@@ -149,8 +149,14 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
 	v := apiv1.Version{Version: s.version, Runtimes: s.m.Runtimes()}
-	if size, ready, ok := s.m.WarmPool(); ok {
-		v.WarmPool = &apiv1.WarmPool{Size: size, Ready: ready}
+	for _, p := range s.m.WarmPools() {
+		if v.WarmPool == nil {
+			v.WarmPool = &apiv1.WarmPool{}
+		}
+		v.WarmPool.Size += p.Size
+		v.WarmPool.Ready += p.Ready
+		v.WarmPools = append(v.WarmPools, apiv1.WarmPool{Size: p.Size, Ready: p.Ready, Runtime: p.Spec.Runtime,
+			Image: p.Spec.Image, CPU: p.Spec.CPU, MemoryMB: p.Spec.MemoryMB, DiskMB: p.Spec.DiskMB})
 	}
 	writeJSON(w, http.StatusOK, v)
 }

@@ -31,6 +31,9 @@ type Config struct {
 	Runtime   string // "gvisor" (default) or "vm"
 	KernelDir string // the vm runtime's guest kernel (for the raw QEMU baseline)
 	Warm      bool   // also measure creates from the daemon's warm pool beside cold ones
+	// Template measures only creates from a memory snapshot (a template)
+	// beside cold ones, on Runtime.
+	Template bool
 }
 
 // Result is one measured figure.
@@ -52,6 +55,12 @@ func (r Result) Percentile(p float64) time.Duration {
 
 // Run measures everything and writes a report to out.
 func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error {
+	if cfg.Template {
+		if cfg.Runtime == "" {
+			cfg.Runtime = "gvisor"
+		}
+		return runTemplate(ctx, c, cfg, out)
+	}
 	if cfg.Runtime == "vm" {
 		return runVM(ctx, c, cfg, out)
 	}

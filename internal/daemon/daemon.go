@@ -43,9 +43,11 @@ type Config struct {
 	VMAccel      string // "kvm", "tcg" or "" (KVM where usable)
 	MaxSandboxes int
 	WarmPool     int // started sandboxes of the default spec kept ready
-	Net          NetConfig
-	Version      string
-	Logger       *slog.Logger
+	// WarmPools are more pools, of other specs (manager.ParseWarmPool).
+	WarmPools []manager.WarmPoolConfig
+	Net       NetConfig
+	Version   string
+	Logger    *slog.Logger
 }
 
 // Run serves until ctx ends. Sandboxes keep running after it returns; the
@@ -109,7 +111,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	m, err := manager.New(ctx, manager.Config{
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Store: st, Logger: log,
-		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPool: cfg.WarmPool, Network: networking,
+		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images,
 	})
 	if err != nil {
@@ -202,4 +204,13 @@ func ensureToken(path string) (string, error) {
 		return "", fmt.Errorf("writing token: %w", err)
 	}
 	return tok, nil
+}
+
+// warmPools is the default spec's pool (--warm-pool) and the others.
+func warmPools(cfg Config) []manager.WarmPoolConfig {
+	var out []manager.WarmPoolConfig
+	if cfg.WarmPool > 0 {
+		out = append(out, manager.WarmPoolConfig{Size: cfg.WarmPool})
+	}
+	return append(out, cfg.WarmPools...)
 }

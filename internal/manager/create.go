@@ -52,8 +52,8 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 		}
 		return nil, fmt.Errorf("%w: runtime %q is not supported by this daemon (available: %v)", errdefs.ErrNotSupported, spec.Runtime, m.Runtimes())
 	}
-	if m.pool != nil && from == nil && m.pool.fits(spec) {
-		if l := m.pool.take(); l != nil {
+	if pool := m.poolFor(spec); pool != nil && from == nil {
+		if l := pool.take(); l != nil {
 			defer m.refill()
 			sb, ok, err := m.claim(ctx, l, spec)
 			if ok || err != nil {

@@ -51,9 +51,9 @@ type Config struct {
 	MaxSandboxes int
 	// AgentTimeout bounds the wait for a new sandbox's agent. Default 30 s.
 	AgentTimeout time.Duration
-	// WarmPool is how many started sandboxes of the default spec wait to
-	// be handed out by creates (0: none).
-	WarmPool int
+	// WarmPools are the warm pools: started sandboxes of a spec kept
+	// ready for creates that fit it.
+	WarmPools []WarmPoolConfig
 }
 
 // Manager is the sandbox manager. Its methods are safe for concurrent use.
@@ -71,7 +71,7 @@ type Manager struct {
 
 	decisions chan policy.Decision // egress decisions for the event log
 
-	pool *warmPool // nil without a warm pool
+	pools []*warmPool
 
 	versions map[string]string // runtime name -> version (runtimeVersion)
 }
@@ -103,16 +103,23 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		m.wg.Wait()
 		return nil, fmt.Errorf("reconciling sandboxes: %w", err)
 	}
-	if cfg.WarmPool > 0 {
-		pool, err := newWarmPool(cfg.WarmPool)
+	for _, c := range cfg.WarmPools {
+		pool, err := newWarmPool(c)
 		if err != nil {
 			cancel()
 			m.wg.Wait()
 			return nil, err
 		}
-		m.pool = pool
-		m.refill()
+		for _, q := range m.pools {
+			if sameShape(q.spec, pool.spec) {
+				cancel()
+				m.wg.Wait()
+				return nil, errdefs.Invalid("warm pools", "two pools of the same spec (%s on %s)", pool.spec.Image, pool.spec.Runtime)
+			}
+		}
+		m.pools = append(m.pools, pool)
 	}
+	m.refill()
 	return m, nil
 }
 

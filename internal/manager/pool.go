@@ -19,36 +19,50 @@ const poolTag = "corral.pool"
 // refillDelay spaces the pool's retries after a failed create.
 const refillDelay = 5 * time.Second
 
-// warmPool holds started sandboxes of the default spec (the base image,
-// the default runtime, resources and network policy), ready to be handed
-// out by a create that asks for nothing they cannot take on after start.
-// A claimed sandbox gets the caller's name, tags, env, workdir, user,
-// timeouts, network policy, exposed ports and entrypoint; its lifetime
-// starts at the claim. The pool refills itself in the background.
+// warmPool holds started sandboxes of one spec (an image, a runtime and
+// resources; by default the base image, gvisor and the default
+// resources), ready to be handed out by a create that asks for nothing
+// they cannot take on after start. A claimed sandbox gets the caller's
+// name, tags, env, workdir, user, timeouts, network policy, exposed ports
+// and entrypoint; its lifetime starts at the claim. Each pool refills
+// itself in the background.
 type warmPool struct {
 	size int
-	spec sandbox.Spec // normalized default spec
+	spec sandbox.Spec // normalized
 
 	mu      sync.Mutex
 	ready   []*live
 	filling int
 }
 
-func newWarmPool(size int) (*warmPool, error) {
-	spec := sandbox.Spec{}
+// WarmPoolConfig is one warm pool: Size sandboxes of Spec (only its
+// runtime, image and resources matter).
+type WarmPoolConfig struct {
+	Spec sandbox.Spec
+	Size int
+}
+
+func newWarmPool(c WarmPoolConfig) (*warmPool, error) {
+	spec := sandbox.Spec{Runtime: c.Spec.Runtime, Image: c.Spec.Image, CPU: c.Spec.CPU, CPULimit: c.Spec.CPULimit,
+		MemoryMB: c.Spec.MemoryMB, MemoryLimitMB: c.Spec.MemoryLimitMB, DiskMB: c.Spec.DiskMB}
 	if err := spec.Normalize(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("warm pool: %w", err)
 	}
-	return &warmPool{size: size, spec: spec}, nil
+	if c.Size < 1 {
+		return nil, fmt.Errorf("warm pool of %s: size %d", spec.Image, c.Size)
+	}
+	return &warmPool{size: c.Size, spec: spec}, nil
+}
+
+// WarmPoolStatus describes one pool.
+type WarmPoolStatus struct {
+	Spec        sandbox.Spec
+	Size, Ready int
 }
 
 // fits reports whether a create of spec can take a pooled sandbox: the
 // same runtime, image and resources (what a start fixes).
-func (p *warmPool) fits(spec sandbox.Spec) bool {
-	d := p.spec
-	return spec.Runtime == d.Runtime && spec.Image == d.Image && spec.CPU == d.CPU && spec.CPULimit == d.CPULimit &&
-		spec.MemoryMB == d.MemoryMB && spec.MemoryLimitMB == d.MemoryLimitMB && spec.DiskMB == d.DiskMB
-}
+func (p *warmPool) fits(spec sandbox.Spec) bool { return sameShape(spec, p.spec) }
 
 // take removes and returns a ready sandbox, or nil.
 func (p *warmPool) take() *live {
@@ -64,29 +78,40 @@ func (p *warmPool) take() *live {
 	return nil
 }
 
-// refill starts creates until the pool holds size sandboxes (ready or on
+// poolFor returns the pool whose sandboxes a create of spec can take, or
+// nil.
+func (m *Manager) poolFor(spec sandbox.Spec) *warmPool {
+	for _, p := range m.pools {
+		if p.fits(spec) {
+			return p
+		}
+	}
+	return nil
+}
+
+// refill starts creates until every pool holds its size (ready or on
 // their way).
 func (m *Manager) refill() {
-	p := m.pool
-	if p == nil || m.ctx.Err() != nil {
+	if m.ctx.Err() != nil {
 		return
 	}
-	p.mu.Lock()
-	n := p.size - len(p.ready) - p.filling
-	p.filling += max(n, 0)
-	p.mu.Unlock()
-	for range n {
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.fillOne()
-		}()
+	for _, p := range m.pools {
+		p.mu.Lock()
+		n := p.size - len(p.ready) - p.filling
+		p.filling += max(n, 0)
+		p.mu.Unlock()
+		for range n {
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				m.fillOne(p)
+			}()
+		}
 	}
 }
 
-// fillOne starts one pooled sandbox.
-func (m *Manager) fillOne() {
-	p := m.pool
+// fillOne starts one sandbox for p.
+func (m *Manager) fillOne(p *warmPool) {
 	spec := p.spec
 	spec.Timeout = sandbox.MaxTimeout
 	spec.Tags = map[string]string{poolTag: "warm"}
@@ -105,7 +130,7 @@ func (m *Manager) fillOne() {
 		return
 	}
 	if err != nil {
-		m.log.Warn("warm pool: creating a sandbox failed", "err", err)
+		m.log.Warn("warm pool: creating a sandbox failed", "image", p.spec.Image, "runtime", p.spec.Runtime, "err", err)
 		select {
 		case <-m.ctx.Done():
 		case <-time.After(refillDelay):
@@ -193,17 +218,17 @@ func mergeEnvMap(base, over map[string]string) map[string]string {
 	return out
 }
 
-// drainPool terminates the sandboxes waiting in the pool (a stopping
+// drainPool terminates the sandboxes waiting in the pools (a stopping
 // daemon; the next one fills its own).
 func (m *Manager) drainPool() {
-	if m.pool == nil {
-		return
+	var ready []*live
+	for _, p := range m.pools {
+		p.mu.Lock()
+		p.size = 0
+		ready = append(ready, p.ready...)
+		p.ready = nil
+		p.mu.Unlock()
 	}
-	m.pool.mu.Lock()
-	m.pool.size = 0
-	ready := m.pool.ready
-	m.pool.ready = nil
-	m.pool.mu.Unlock()
 	for _, l := range ready {
 		if _, err := m.Terminate(m.ctx, l.ref.ID, sandbox.EndTerminated, nil); err != nil {
 			m.log.Warn("terminating a warm pool sandbox", "sandbox", l.ref.ID, "err", err)
@@ -211,13 +236,13 @@ func (m *Manager) drainPool() {
 	}
 }
 
-// WarmPool reports the pool's size and how many sandboxes are ready; ok is
-// false without a pool.
-func (m *Manager) WarmPool() (size, ready int, ok bool) {
-	if m.pool == nil {
-		return 0, 0, false
+// WarmPools reports each pool's spec, size and ready sandboxes.
+func (m *Manager) WarmPools() []WarmPoolStatus {
+	out := make([]WarmPoolStatus, 0, len(m.pools))
+	for _, p := range m.pools {
+		p.mu.Lock()
+		out = append(out, WarmPoolStatus{Spec: p.spec, Size: p.size, Ready: len(p.ready)})
+		p.mu.Unlock()
 	}
-	m.pool.mu.Lock()
-	defer m.pool.mu.Unlock()
-	return m.pool.size, len(m.pool.ready), true
+	return out
 }

@@ -10,12 +10,14 @@ import (
 	"corral/internal/sandbox"
 )
 
-// openPooled is open with a warm pool of n.
-func (e *env) openPooled(n int) *Manager {
+// openPooled is open with a warm pool of n of the default spec and the
+// pools more.
+func (e *env) openPooled(n int, more ...WarmPoolConfig) *Manager {
 	e.t.Helper()
 	m, err := New(context.Background(), Config{
 		StateDir: e.dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Store: e.store,
-		Runtimes: map[string]runtime.Runtime{"gvisor": e.rt}, MaxSandboxes: 8, WarmPool: n,
+		Runtimes: map[string]runtime.Runtime{"gvisor": e.rt}, MaxSandboxes: 8,
+		WarmPools: append([]WarmPoolConfig{{Size: n}}, more...),
 		Logger: slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second,
 	})
 	if err != nil {
@@ -25,18 +27,22 @@ func (e *env) openPooled(n int) *Manager {
 	return m
 }
 
-// poolReady waits until the pool holds n ready sandboxes.
-func (e *env) poolReady(n int) []string {
+// poolReady waits until the first pool holds n ready sandboxes.
+func (e *env) poolReady(n int) []string { return e.poolNReady(0, n) }
+
+// poolNReady waits until pool i holds n ready sandboxes.
+func (e *env) poolNReady(i, n int) []string {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
+	p := e.m.pools[i]
 	for time.Now().Before(deadline) {
-		e.m.pool.mu.Lock()
+		p.mu.Lock()
 		var ids []string
-		for _, l := range e.m.pool.ready {
+		for _, l := range p.ready {
 			ids = append(ids, l.ref.ID)
 		}
-		filling := e.m.pool.filling
-		e.m.pool.mu.Unlock()
+		filling := p.filling
+		p.mu.Unlock()
 		if len(ids) == n && filling == 0 {
 			return ids
 		}
@@ -91,4 +97,38 @@ func TestWarmPool(t *testing.T) {
 		}
 	}
 	e.poolReady(1)
+}
+
+// A second pool of another spec serves the creates that fit it, and only
+// those.
+func TestWarmPoolsPerSpec(t *testing.T) {
+	e := newEnv(t)
+	e.m.Close()
+	e.m = e.openPooled(1, WarmPoolConfig{Size: 1, Spec: sandbox.Spec{MemoryMB: 700, CPU: 0.5}})
+	big := e.poolNReady(1, 1)
+	def := e.poolReady(1)
+	sb := e.create(sandbox.Spec{MemoryMB: 700, CPU: 0.5})
+	if sb.ID != big[0] {
+		t.Errorf("a create of the second pool's spec got %s, not the pooled %s", sb.ID, big[0])
+	}
+	other := e.create(sandbox.Spec{MemoryMB: 700})
+	if other.ID == def[0] || other.ID == big[0] {
+		t.Errorf("a create that fits no pool got pooled %s", other.ID)
+	}
+	status := e.m.WarmPools()
+	if len(status) != 2 || status[1].Spec.MemoryMB != 700 || status[1].Size != 1 {
+		t.Errorf("pools: %+v", status)
+	}
+}
+
+func TestParseWarmPool(t *testing.T) {
+	c, err := ParseWarmPool("size=3,runtime=vm,image=base,cpu=2,memory_mb=1024,disk_mb=2048")
+	if err != nil || c.Size != 3 || c.Spec.Runtime != "vm" || c.Spec.CPU != 2 || c.Spec.MemoryMB != 1024 || c.Spec.DiskMB != 2048 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	for _, bad := range []string{"", "size=0", "size=2,runtime=qemu", "size=2,memory_mb=x", "size=2,color=red", "runtime=vm", "size=1,cpu=1000"} {
+		if _, err := ParseWarmPool(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
 }

@@ -209,14 +209,22 @@ type EventList struct {
 type Version struct {
 	Version  string   `json:"version"`
 	Runtimes []string `json:"runtimes"`
-	// WarmPool is the warm pool's state (absent without one).
-	WarmPool *WarmPool `json:"warm_pool,omitempty"`
+	// WarmPool sums the warm pools (absent without any); WarmPools
+	// details each.
+	WarmPool  *WarmPool  `json:"warm_pool,omitempty"`
+	WarmPools []WarmPool `json:"warm_pools,omitempty"`
 }
 
-// WarmPool says how many started sandboxes of the default spec wait.
+// WarmPool says how many started sandboxes of a spec wait (in a sum, the
+// spec fields are empty).
 type WarmPool struct {
-	Size  int `json:"size"`
-	Ready int `json:"ready"`
+	Size     int     `json:"size"`
+	Ready    int     `json:"ready"`
+	Runtime  string  `json:"runtime,omitempty"`
+	Image    string  `json:"image,omitempty"`
+	CPU      float64 `json:"cpu,omitempty"`
+	MemoryMB int64   `json:"memory_mb,omitempty"`
+	DiskMB   int64   `json:"disk_mb,omitempty"`
 }
 
 // Error is the body of every non-2xx response.
