@@ -18,7 +18,7 @@ func (e *env) openPooled(n int, more ...WarmPoolConfig) *Manager {
 		StateDir: e.dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Store: e.store,
 		Runtimes: map[string]runtime.Runtime{"gvisor": e.rt}, MaxSandboxes: 8,
 		WarmPools: append([]WarmPoolConfig{{Size: n}}, more...),
-		Logger: slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second,
+		Logger:    slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -320,14 +320,19 @@ func randomUUID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-// diskUsage is the bytes dir's files occupy on disk (sparse holes and
-// hard links shared with caches are not double-counted per file).
+// diskUsage is the bytes dir's own files occupy on disk: holes in sparse
+// files do not count, nor do files hard-linked with the runtime's caches
+// (a vm snapshot's read-only disks).
 func diskUsage(dir string) int64 {
 	statBlocks := func(fi fs.FileInfo) int64 {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			return st.Blocks * 512
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case !ok:
+			return fi.Size()
+		case st.Nlink > 1:
+			return 0
 		}
-		return fi.Size()
+		return st.Blocks * 512
 	}
 	var n int64
 	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
