@@ -11,8 +11,8 @@ import (
 
 // runTemplate measures time to interactive of creates from a template (a
 // memory snapshot of a booted sandbox whose agent is ready) beside cold
-// creates of the same spec, interleaved in one run. The template is made
-// and removed here.
+// creates of the same spec, interleaved in one run, then pause and resume
+// beside the same cold creates. The template is made and removed here.
 func runTemplate(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) (err error) {
 	spec := apiv1.CreateSandboxRequest{Runtime: cfg.Runtime, MemoryMB: coldMemoryMB}
 	src, err := c.Create(ctx, spec)
@@ -53,5 +53,5 @@ func runTemplate(ctx context.Context, c *corral.Client, cfg Config, out io.Write
 	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "cold", ms(cold.Percentile(50)), ms(cold.Percentile(95)))
 	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
 		ratio(tmpl.Percentile(50), cold.Percentile(50)), ratio(tmpl.Percentile(95), cold.Percentile(95)))
-	return nil
+	return pauseResume(ctx, c, cfg.Runtime, cfg.N, cold, out)
 }

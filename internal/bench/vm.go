@@ -56,13 +56,14 @@ func runVM(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) err
 	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "raw qemu", ms(raw.Percentile(50)), ms(raw.Percentile(95)))
 	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
 		ratio(ours.Percentile(50), raw.Percentile(50)), ratio(ours.Percentile(95), raw.Percentile(95)))
-	return pauseResume(ctx, c, cfg.N, ours, out)
+	return pauseResume(ctx, c, "vm", cfg.N, ours, out)
 }
 
-// pauseResume pauses and resumes one vm sandbox n times, timing the pause
-// and resume → first output of echo, beside the cold boots measured before.
-func pauseResume(ctx context.Context, c *corral.Client, n int, cold Result, out io.Writer) error {
-	sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{Runtime: "vm"})
+// pauseResume pauses and resumes one sandbox of runtime rt n times, timing
+// the pause and resume → first output of echo, beside the cold creates
+// measured before.
+func pauseResume(ctx context.Context, c *corral.Client, rt string, n int, cold Result, out io.Writer) error {
+	sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{Runtime: rt})
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func pauseResume(ctx context.Context, c *corral.Client, n int, cold Result, out 
 		}
 		restores.Samples = append(restores.Samples, time.Since(t0))
 	}
-	fmt.Fprintf(out, "vm restore (resume → first output of echo) vs cold boot (create → first output), same run\n")
+	fmt.Fprintf(out, "%s restore (resume → first output of echo) vs cold boot (create → first output), same run\n", rt)
 	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "restore", ms(restores.Percentile(50)), ms(restores.Percentile(95)))
 	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "cold boot", ms(cold.Percentile(50)), ms(cold.Percentile(95)))
 	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n", "ratio",

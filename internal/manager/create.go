@@ -25,6 +25,9 @@ const entrypointTag = "corral-entrypoint"
 func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
 	var from *sandbox.Snapshot
 	if spec.FromSnapshot != "" {
+		if !sandbox.ValidSnapshotRef(spec.FromSnapshot) {
+			return nil, errdefs.Invalid("from_snapshot", "%q is neither a snapshot id nor a snapshot name", spec.FromSnapshot)
+		}
 		rec, err := m.Snapshot(ctx, spec.FromSnapshot)
 		if err != nil {
 			return nil, err

@@ -41,6 +41,16 @@ func TestBadInput(t *testing.T) {
 		{"layer escaping", "POST", "/v1/images/layers", tok, escapingTar(t), 400, "../../escape"},
 		{"layer not a tar", "POST", "/v1/images/layers", tok, "definitely not a tar archive, but long enough to be read as one by a tar reader.....................................................................................................................................................................................................................................................................................................................................................................................................................................................................................", 400, "layer"},
 		{"unknown layer", "GET", "/v1/images/layers/sha256:" + strings.Repeat("0", 64), tok, ``, 404, "sha256:0000"},
+		{"fork of none", "POST", "/v1/sandboxes/" + id + "/fork", tok, `{"count":0}`, 400, "count"},
+		{"fork too many", "POST", "/v1/sandboxes/" + id + "/fork", tok, `{"count":1000}`, 400, "count"},
+		{"fork count as string", "POST", "/v1/sandboxes/" + id + "/fork", tok, `{"count":"five"}`, 400, "count"},
+		{"fork of unknown", "POST", "/v1/sandboxes/sb-aaaaaaaaaaaaaaaa/fork", tok, `{"count":2}`, 404, "sb-aaaaaaaaaaaaaaaa"},
+		{"snapshot bad name", "POST", "/v1/sandboxes/" + id + "/snapshots/memory", tok, `{"name":"a b"}`, 400, "name"},
+		{"snapshot name like an id", "POST", "/v1/sandboxes/" + id + "/snapshots/memory", tok, `{"name":"snap-aaaaaaaaaaaaaaaa"}`, 400, "name"},
+		{"from unknown snapshot", "POST", "/v1/sandboxes", tok, `{"from_snapshot":"snap-aaaaaaaaaaaaaaaa"}`, 404, "snap-aaaaaaaaaaaaaaaa"},
+		{"from hostile snapshot", "POST", "/v1/sandboxes", tok, `{"from_snapshot":"../../etc"}`, 400, "from_snapshot"},
+		{"hostile snapshot ref", "GET", "/v1/snapshots/..%2f..%2fetc", tok, ``, 404, "snapshot"},
+		{"remove unknown snapshot", "DELETE", "/v1/snapshots/snap-aaaaaaaaaaaaaaaa", tok, ``, 404, "snap-aaaaaaaaaaaaaaaa"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
