@@ -68,7 +68,7 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 		Network: net, Expose: expose, Runtime: req.Runtime, Image: req.Image, CPU: req.CPU, CPULimit: req.CPULimit,
 		MemoryMB: req.MemoryMB, MemoryLimitMB: req.MemoryLimitMB, DiskMB: req.DiskMB, Timeout: timeout, IdleTimeout: idle,
 		Env: req.Env, Workdir: req.Workdir, User: req.User, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
-		FromSnapshot: req.FromSnapshot,
+		FromSnapshot: req.FromSnapshot, AutoPause: req.AutoPause,
 	}, nil
 }
 
@@ -79,7 +79,7 @@ func toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		Timeout: sb.Spec.Timeout.Seconds(), IdleTimeout: sb.Spec.IdleTimeout.Seconds(), Env: sb.Spec.Env,
 		Workdir: sb.Spec.Workdir, User: sb.Spec.User, Tags: sb.Spec.Tags, Entrypoint: sb.Spec.Entrypoint, CreatedAt: sb.CreatedAt,
 		Network: networkOf(sb.Spec.Network), ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
-		RuntimeInfo: sb.RuntimeInfo, FromSnapshot: sb.Spec.FromSnapshot,
+		RuntimeInfo: sb.RuntimeInfo, FromSnapshot: sb.Spec.FromSnapshot, AutoPause: sb.Spec.AutoPause,
 	}
 	for _, p := range sb.Spec.Expose {
 		out.Ports = append(out.Ports, apiv1.ExposedPort{Port: p.Port, Public: p.Public,

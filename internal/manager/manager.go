@@ -219,6 +219,15 @@ func (m *Manager) agentFor(id string) (*agentapi.Client, *live, func(), error) {
 		return nil, nil, nil, fmt.Errorf("%w: sandbox %s is not running", errdefs.ErrFailedPrecondition, id)
 	}
 	c, release, err := l.acquire()
+	if err != nil && l.state() == sandbox.Paused && l.snapshot().Spec.AutoPause {
+		// Paused for idleness: this call wakes it.
+		ctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
+		_, rerr := m.Resume(ctx, id)
+		cancel()
+		if c, release, err = l.acquire(); err != nil && rerr != nil {
+			err = rerr
+		}
+	}
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -10,6 +10,10 @@ import (
 	"corral/internal/sandbox"
 )
 
+// pauseTimeout bounds a pause or resume the daemon starts itself (idle
+// pause, auto-resume).
+const pauseTimeout = 5 * time.Minute
+
 // pauser returns the sandbox's live side and its runtime's Pauser.
 func (m *Manager) pauser(id string) (*live, runtime.Pauser, error) {
 	if !sandbox.ValidID(id) {

@@ -40,6 +40,10 @@ func (m *Manager) watchLoop(l *live, client *agentapi.Client) {
 			return
 		case <-tick.C:
 			if it := sb.Spec.IdleTimeout; it > 0 && l.idleFor(time.Now()) >= it {
+				if sb.Spec.AutoPause {
+					m.idlePause(l, it)
+					return
+				}
 				m.event(sb.ID, "idle_timeout", "idle timeout reached", map[string]string{"idle_timeout": it.String()})
 				m.terminateAsync(sb.ID, sandbox.EndIdleTimeout, nil)
 				return
@@ -81,4 +85,20 @@ func (m *Manager) agentLost(l *live) {
 	}
 	m.event(l.ref.ID, "crashed", "sandbox agent is gone", map[string]string{"runtime_state": string(st)})
 	m.terminateAsync(l.ref.ID, sandbox.EndCrashed, nil)
+}
+
+// idlePause pauses a sandbox with auto_pause that was idle for it; the
+// next API call on it resumes it (agentFor). A sandbox that cannot be
+// paused ends as an idle timeout would.
+func (m *Manager) idlePause(l *live, it time.Duration) {
+	id := l.ref.ID
+	m.event(id, "idle_timeout", "idle timeout reached; pausing", map[string]string{"idle_timeout": it.String()})
+	ctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
+	defer cancel()
+	if _, err := m.Pause(ctx, id); err != nil {
+		m.log.Warn("pausing an idle sandbox failed; ending it", "sandbox", id, "err", err)
+		if l.state() == sandbox.Running {
+			m.terminateAsync(id, sandbox.EndIdleTimeout, nil)
+		}
+	}
 }

@@ -33,24 +33,27 @@ var Runtimes = []string{"gvisor", "vm"}
 
 // Spec is what a sandbox is created from, defaults applied.
 type Spec struct {
-	Runtime       string            `json:"runtime"`
-	Image         string            `json:"image"`
-	ImageDigest   string            `json:"image_digest,omitempty"` // resolved at create
-	CPU           float64           `json:"cpu"`
-	CPULimit      float64           `json:"cpu_limit"`
-	MemoryMB      int64             `json:"memory_mb"`
-	MemoryLimitMB int64             `json:"memory_limit_mb"`
-	DiskMB        int64             `json:"disk_mb"`
-	Timeout       time.Duration     `json:"timeout"`
-	IdleTimeout   time.Duration     `json:"idle_timeout"`
-	Env           map[string]string `json:"env,omitempty"`
-	Workdir       string            `json:"workdir,omitempty"`
-	User          string            `json:"user,omitempty"` // default user of processes; the image's by default
-	Name          string            `json:"name,omitempty"`
-	Tags          map[string]string `json:"tags,omitempty"`
-	Entrypoint    []string          `json:"entrypoint,omitempty"`
-	Network       policy.Policy     `json:"network"`
-	Expose        []ExposedPort     `json:"expose,omitempty"`
+	Runtime       string        `json:"runtime"`
+	Image         string        `json:"image"`
+	ImageDigest   string        `json:"image_digest,omitempty"` // resolved at create
+	CPU           float64       `json:"cpu"`
+	CPULimit      float64       `json:"cpu_limit"`
+	MemoryMB      int64         `json:"memory_mb"`
+	MemoryLimitMB int64         `json:"memory_limit_mb"`
+	DiskMB        int64         `json:"disk_mb"`
+	Timeout       time.Duration `json:"timeout"`
+	IdleTimeout   time.Duration `json:"idle_timeout"`
+	// AutoPause pauses the sandbox when IdleTimeout passes instead of
+	// ending it; the next API call on it resumes it.
+	AutoPause  bool              `json:"auto_pause,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Workdir    string            `json:"workdir,omitempty"`
+	User       string            `json:"user,omitempty"` // default user of processes; the image's by default
+	Name       string            `json:"name,omitempty"`
+	Tags       map[string]string `json:"tags,omitempty"`
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Network    policy.Policy     `json:"network"`
+	Expose     []ExposedPort     `json:"expose,omitempty"`
 	// FromSnapshot names the memory snapshot (id or name) the sandbox
 	// starts from as a copy; its image, runtime and resources are the
 	// snapshot's.
@@ -165,6 +168,9 @@ func (s *Spec) normalizeTimes() error {
 	}
 	if s.IdleTimeout < 0 || s.IdleTimeout > MaxTimeout {
 		return errdefs.Invalid("idle_timeout", "must be between 0 and %s, got %s", MaxTimeout, s.IdleTimeout)
+	}
+	if s.AutoPause && s.IdleTimeout == 0 {
+		return errdefs.Invalid("auto_pause", "needs an idle_timeout (the idle time after which to pause)")
 	}
 	return nil
 }

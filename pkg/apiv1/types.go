@@ -9,22 +9,25 @@ import "time"
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Durations are in
 // seconds; CPU in cores; memory in MiB. Zero values take the defaults.
 type CreateSandboxRequest struct {
-	Runtime       string            `json:"runtime,omitempty"`
-	Image         string            `json:"image,omitempty"`
-	CPU           float64           `json:"cpu,omitempty"`
-	CPULimit      float64           `json:"cpu_limit,omitempty"`
-	MemoryMB      int64             `json:"memory_mb,omitempty"`
-	MemoryLimitMB int64             `json:"memory_limit_mb,omitempty"`
-	DiskMB        int64             `json:"disk_mb,omitempty"`
-	Timeout       float64           `json:"timeout,omitempty"`
-	IdleTimeout   float64           `json:"idle_timeout,omitempty"`
-	Env           map[string]string `json:"env,omitempty"`
-	Workdir       string            `json:"workdir,omitempty"`
-	User          string            `json:"user,omitempty"`
-	Name          string            `json:"name,omitempty"`
-	Tags          map[string]string `json:"tags,omitempty"`
-	Entrypoint    []string          `json:"entrypoint,omitempty"`
-	Expose        []ExposedPort     `json:"expose,omitempty"`
+	Runtime       string  `json:"runtime,omitempty"`
+	Image         string  `json:"image,omitempty"`
+	CPU           float64 `json:"cpu,omitempty"`
+	CPULimit      float64 `json:"cpu_limit,omitempty"`
+	MemoryMB      int64   `json:"memory_mb,omitempty"`
+	MemoryLimitMB int64   `json:"memory_limit_mb,omitempty"`
+	DiskMB        int64   `json:"disk_mb,omitempty"`
+	Timeout       float64 `json:"timeout,omitempty"`
+	IdleTimeout   float64 `json:"idle_timeout,omitempty"`
+	// AutoPause pauses the sandbox after IdleTimeout instead of ending
+	// it; the next API call on it resumes it.
+	AutoPause  bool              `json:"auto_pause,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Workdir    string            `json:"workdir,omitempty"`
+	User       string            `json:"user,omitempty"`
+	Name       string            `json:"name,omitempty"`
+	Tags       map[string]string `json:"tags,omitempty"`
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Expose     []ExposedPort     `json:"expose,omitempty"`
 	// FromSnapshot (a memory snapshot's id or name) starts the sandbox as
 	// a copy of the snapshot: its image, runtime and resources are the
 	// snapshot's; env, workdir, user, timeouts, network policy and ports
@@ -63,6 +66,7 @@ type Sandbox struct {
 	DiskMB        int64             `json:"disk_mb"`
 	Timeout       float64           `json:"timeout"`
 	IdleTimeout   float64           `json:"idle_timeout,omitempty"`
+	AutoPause     bool              `json:"auto_pause,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
 	Workdir       string            `json:"workdir,omitempty"`
 	User          string            `json:"user,omitempty"`

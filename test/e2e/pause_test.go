@@ -85,3 +85,50 @@ sleep 2`
 	d.mustCLI("rm", id)
 	d.assertNoLeaks(t, []string{id})
 }
+
+// With --auto-pause, an idle sandbox is paused instead of ended, and the
+// next command on it resumes it where it was.
+func TestAutoPause(t *testing.T) {
+	d := startDaemon(t)
+	id := d.create("--idle-timeout", "2s", "--auto-pause")
+	d.mustCLI("exec", id, "--", "sh", "-c",
+		`setsid sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.2; done' </dev/null >/dev/null 2>&1 &`)
+	state := func() string {
+		var sb struct {
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal([]byte(d.mustCLI("inspect", id)), &sb); err != nil {
+			t.Fatal(err)
+		}
+		return sb.State
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for state() != "paused" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle sandbox is %s, not paused", state())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	n1, err := strconv.Atoi(strings.TrimSpace(d.mustCLI("exec", id, "--", "cat", "/tmp/count")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n1 < 1 {
+		t.Errorf("the counter read %d after the wake-up", n1)
+	}
+	time.Sleep(600 * time.Millisecond)
+	n2, _ := strconv.Atoi(strings.TrimSpace(d.mustCLI("exec", id, "--", "cat", "/tmp/count")))
+	if n2 <= n1 {
+		t.Errorf("the counter does not run after the wake-up: %d then %d", n1, n2)
+	}
+	events := d.mustCLI("events", id)
+	for _, want := range []string{"idle_timeout", "paused", "resumed"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("events lack %q:\n%s", want, events)
+		}
+	}
+	if _, errs, code := d.cli("", "create", "--auto-pause"); code == 0 || !strings.Contains(errs, "idle_timeout") {
+		t.Errorf("--auto-pause without --idle-timeout: exit %d %q", code, errs)
+	}
+	d.mustCLI("rm", id)
+}
