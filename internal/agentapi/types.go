@@ -237,7 +237,8 @@ var RuntimeWrittenFiles = []string{ResolvConf, ResolvConfTemp}
 // from a memory snapshot (a fork, a create from a snapshot) an identity of
 // its own. Every field is optional; the agent applies those present.
 type IdentityRequest struct {
-	// Hostname replaces the kernel's hostname and /etc/hostname.
+	// Hostname replaces the kernel's hostname (sethostname; a runtime
+	// that already set it, as gVisor's restore does, is left alone).
 	Hostname string `json:"hostname,omitempty"`
 	// MachineID (32 lowercase hex digits) replaces /etc/machine-id.
 	MachineID string `json:"machine_id,omitempty"`
@@ -269,8 +270,10 @@ const (
 // IdentityResult says what the agent changed.
 type IdentityResult struct {
 	// RNG is "reseeded" (the kernel's pool got the entropy and was
-	// reseeded), "host" (the kernel's /dev/urandom reads the host's RNG,
-	// as gVisor's does: nothing to reseed) or "".
+	// reseeded), "mixed" (it got the entropy but refused the reseed),
+	// "host" (the kernel's /dev/urandom reads the host's RNG, as gVisor's
+	// does: nothing to reseed) or "" (no entropy asked for, or no
+	// /dev/urandom).
 	RNG     string `json:"rng,omitempty"`
 	BootID  bool   `json:"boot_id,omitempty"` // BootID is mounted
 	Network bool   `json:"network,omitempty"` // the address changed
