@@ -83,6 +83,16 @@ awk '$2 == "00000000" { print $3 }' /proc/net/route; cat /srv/state; cat /tmp/co
 	if rt == "vm" && len(bootIDs) != len(copies) {
 		t.Errorf("vm copies share boot ids: %v", bootIDs)
 	}
+	if rt == "vm" { // each QEMU runs as a uid of its own, never root
+		uids := map[string]string{}
+		for _, c := range append([]string{parent}, copies...) {
+			uid := qemuUID(t, d, c)
+			if prev, dup := uids[uid]; dup || uid == "0" {
+				t.Errorf("the QEMUs of %s and %s run as uid %s", prev, c, uid)
+			}
+			uids[uid] = c
+		}
+	}
 	for _, c := range append([]string{parent}, copies[1:]...) {
 		if _, _, code := d.cli("", "exec", c, "--", "test", "-e", "/srv/only-in-copy"); code == 0 {
 			t.Errorf("%s sees a file made in copy %s", c, copies[0])

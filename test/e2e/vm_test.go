@@ -121,6 +121,26 @@ func TestVMCreateRemoveLeavesNothing(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(d.state, "vm", "sandboxes")); len(ents) != 0 {
 		t.Errorf("the vm runtime still lists %d sandboxes", len(ents))
 	}
+	if ents, _ := os.ReadDir(filepath.Join(d.state, "vm", "uids")); len(ents) != 0 {
+		t.Errorf("%d QEMU uids still reserved", len(ents))
+	}
+}
+
+// qemuUID is the uid the QEMU of vm sandbox id runs as.
+func qemuUID(t *testing.T, d *daemon, id string) string {
+	t.Helper()
+	pid, _ := os.ReadFile(filepath.Join(d.state, "sandboxes", id, "qemu.pid"))
+	status, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+			return f[1]
+		}
+	}
+	t.Fatalf("no Uid line for the QEMU of %s", id)
+	return ""
 }
 
 // checkVMResources: the CPU limit (rounded up) sets the vCPUs and the CFS quota of the
@@ -152,15 +172,8 @@ func checkVMResources(t *testing.T, d *daemon) {
 		t.Errorf("no memory limit on the vm's cgroup: %q", mem)
 	}
 	// QEMU itself runs without root once the machine is set up.
-	pid, _ := os.ReadFile(filepath.Join(d.state, "sandboxes", id, "qemu.pid"))
-	status, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" && f[1] == "0" {
-			t.Errorf("qemu runs as root: %s", line)
-		}
+	if uid := qemuUID(t, d, id); uid == "0" {
+		t.Errorf("qemu runs as root")
 	}
 	d.mustCLI("rm", id)
 }

@@ -26,6 +26,9 @@ func (r *Runtime) Destroy(ctx context.Context, ref runtime.Ref) error {
 	if err := cgroups.Remove(ctx, r.cgroup(ref.ID)); err != nil {
 		return fmt.Errorf("removing the cgroup of %s: %w", ref.ID, err)
 	}
+	if err := r.releaseUIDs(ref.ID); err != nil {
+		return fmt.Errorf("releasing the QEMU uid of %s: %w", ref.ID, err)
+	}
 	if err := os.RemoveAll(ref.Dir); err != nil {
 		return fmt.Errorf("removing %s: %w", ref.Dir, err)
 	}

@@ -27,7 +27,8 @@ const (
 	tbSizeMB      = 64
 	defaultDiskMB = 10 * 1024
 	qemuPids      = 1024
-	// qemuUser is who QEMU runs as once the machine is set up.
+	// qemuUser is who QEMU runs as once set up when the machine has no
+	// uid of its own (one recorded before per-sandbox uids).
 	qemuUser = "nobody"
 	// agentPortID is the QEMU id of the agent's virtio-serial port.
 	agentPortID = "agentport"
@@ -39,6 +40,7 @@ type machine struct {
 	tap                                       *os.File // nil without a network
 	incoming                                  *os.File // the saved state to resume from; nil on a cold boot
 	mac                                       string
+	uid                                       int // QEMU's after setup (uids.go); 0: qemuUser
 	limits                                    cgroups.Limits
 	info                                      Info
 }
@@ -54,6 +56,9 @@ func (m *machine) close() {
 func (r *Runtime) prepare(ctx context.Context, p runtime.StartParams) (*machine, error) {
 	m := &machine{mac: guestMAC(p.ID)}
 	var err error
+	if m.uid, err = r.allocUID(p.ID); err != nil {
+		return nil, fmt.Errorf("QEMU uid: %w", err)
+	}
 	if m.initramfs, err = r.initramfs(); err != nil {
 		return nil, fmt.Errorf("initramfs: %w", err)
 	}
@@ -166,7 +171,7 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) ([]string, *fdPass
 		// tap are open), no root. (elevateprivileges=deny would forbid the
 		// drop to qemuUser itself, spawn=deny the fork of -daemonize.)
 		"-sandbox", "on,obsolete=deny,resourcecontrol=deny",
-		"-runas", qemuUser,
+		"-runas", runas(m.uid),
 	}
 	for i, d := range []struct {
 		id, file, serial string

@@ -176,3 +176,34 @@ func TestPruneCaches(t *testing.T) {
 		t.Errorf("after prune: kept image exists=%v, gone image exists=%v", exists(disks[0]), exists(disks[1]))
 	}
 }
+
+// Sandboxes get distinct QEMU uids, released at Destroy.
+func TestAllocUID(t *testing.T) {
+	r := &Runtime{cfg: Config{StateDir: t.TempDir()}}
+	seen := map[int]string{}
+	for i := range 50 {
+		id := fmt.Sprintf("sb-%d", i)
+		uid, err := r.allocUID(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid < uidBase || uid >= uidBase+uidCount {
+			t.Fatalf("uid %d outside the range", uid)
+		}
+		if prev, dup := seen[uid]; dup {
+			t.Fatalf("%s and %s share uid %d", prev, id, uid)
+		}
+		seen[uid] = id
+		if again, _ := r.allocUID(id); again != uid {
+			t.Errorf("%s: a second allocation gave %d, not %d", id, again, uid)
+		}
+	}
+	for uid, id := range seen {
+		if err := r.releaseUIDs(id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(r.uidsDir(), fmt.Sprint(uid))); !os.IsNotExist(err) {
+			t.Errorf("uid %d of %s not released: %v", uid, id, err)
+		}
+	}
+}

@@ -37,6 +37,7 @@ type machineRecord struct {
 	ModulesDisk string         `json:"modules_disk"`
 	Scratch     string         `json:"scratch"`
 	MAC         string         `json:"mac"`
+	UID         int            `json:"uid,omitempty"`
 	Netns       string         `json:"netns,omitempty"`
 	Limits      cgroups.Limits `json:"limits"`
 	Info        Info           `json:"info"`
@@ -44,7 +45,7 @@ type machineRecord struct {
 
 func saveMachine(dir string, m *machine, netns string) error {
 	return writeMachineRecord(dir, &machineRecord{Initramfs: m.initramfs, RootDisk: m.rootDisk, ModulesDisk: m.modulesDisk,
-		Scratch: m.scratch, MAC: m.mac, Netns: netns, Limits: m.limits, Info: m.info})
+		Scratch: m.scratch, MAC: m.mac, UID: m.uid, Netns: netns, Limits: m.limits, Info: m.info})
 }
 
 func writeMachineRecord(dir string, rec *machineRecord) error {
@@ -98,7 +99,7 @@ func (r *Runtime) Pause(ctx context.Context, ref runtime.Ref) error {
 }
 
 // saveState migrates the stopped guest into the state file, through a
-// descriptor (QEMU runs as nobody and cannot open the sandbox directory).
+// descriptor (QEMU runs unprivileged and cannot open the sandbox directory).
 func (r *Runtime) saveState(ctx context.Context, q *qmp, dir string) error {
 	tmp := filepath.Join(dir, stateFile+".tmp")
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)

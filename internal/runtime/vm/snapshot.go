@@ -120,6 +120,9 @@ func (r *Runtime) StartFromSnapshot(ctx context.Context, p runtime.StartParams, 
 		return err
 	}
 	rec.Scratch, rec.Netns = scratch, p.NetnsPath
+	if rec.UID, err = r.allocUID(p.ID); err != nil {
+		return fmt.Errorf("QEMU uid: %w", err)
+	}
 	m := rec.machine()
 	if p.NetnsPath != "" {
 		if _, m.tap, err = plugNetwork(p.NetnsPath, rec.MAC); err != nil {
@@ -177,7 +180,7 @@ func copySparse(ctx context.Context, from, to string) error {
 // machine is the machine a record describes.
 func (rec *machineRecord) machine() *machine {
 	return &machine{initramfs: rec.Initramfs, rootDisk: rec.RootDisk, modulesDisk: rec.ModulesDisk,
-		scratch: rec.Scratch, mac: rec.MAC, limits: rec.Limits, info: rec.Info}
+		scratch: rec.Scratch, mac: rec.MAC, uid: rec.UID, limits: rec.Limits, info: rec.Info}
 }
 
 // Version names what a saved guest state depends on: QEMU's version, the
