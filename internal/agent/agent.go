@@ -8,8 +8,9 @@
 // concurrent streams, output backlogs, process counts) and every path is
 // treated as hostile: the agent shares the sandbox with untrusted code.
 //
-// It imports nothing from the daemon: only agentapi, fspath, errdefs, the
-// standard library and golang.org/x.
+// It imports nothing from the daemon: only agentapi, fspath, errdefs,
+// dirtar, the standard library, golang.org/x, creack/pty and
+// vishvananda/netlink (a copy of a vm snapshot moves its own address).
 package agent
 
 import (
