@@ -14,23 +14,33 @@ import (
 // pause, auto-resume).
 const pauseTimeout = 5 * time.Minute
 
-// pauser returns the sandbox's live side and its runtime's Pauser.
-func (m *Manager) pauser(id string) (*live, runtime.Pauser, error) {
+// liveOf returns the live side of sandbox id: ErrNotFound for an unknown
+// one, ErrFailedPrecondition for one that has ended.
+func (m *Manager) liveOf(id string) (*live, error) {
 	if !sandbox.ValidID(id) {
-		return nil, nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
+		return nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
 	}
 	m.mu.Lock()
 	l := m.live[id]
 	m.mu.Unlock()
 	if l == nil {
 		if _, err := m.store.GetSandbox(context.Background(), id); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return nil, nil, fmt.Errorf("%w: sandbox %s has ended", errdefs.ErrFailedPrecondition, id)
+		return nil, fmt.Errorf("%w: sandbox %s has ended", errdefs.ErrFailedPrecondition, id)
+	}
+	return l, nil
+}
+
+// pauser returns the sandbox's live side and its runtime's Pauser.
+func (m *Manager) pauser(id string) (*live, runtime.Pauser, error) {
+	l, err := m.liveOf(id)
+	if err != nil {
+		return nil, nil, err
 	}
 	p, ok := l.rt.(runtime.Pauser)
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: runtime %s cannot pause sandboxes yet", errdefs.ErrNotSupported, l.rt.Name())
+		return nil, nil, fmt.Errorf("%w: runtime %s cannot pause sandboxes", errdefs.ErrNotSupported, l.rt.Name())
 	}
 	return l, p, nil
 }

@@ -135,17 +135,9 @@ func (m *Manager) keep(ctx context.Context, rec *sandbox.Snapshot) error {
 // snapshotter returns a running sandbox's live side and its runtime's
 // Snapshotter.
 func (m *Manager) snapshotter(id string) (*live, runtime.Snapshotter, error) {
-	if !sandbox.ValidID(id) {
-		return nil, nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
-	}
-	m.mu.Lock()
-	l := m.live[id]
-	m.mu.Unlock()
-	if l == nil {
-		if _, err := m.store.GetSandbox(context.Background(), id); err != nil {
-			return nil, nil, err
-		}
-		return nil, nil, fmt.Errorf("%w: sandbox %s has ended", errdefs.ErrFailedPrecondition, id)
+	l, err := m.liveOf(id)
+	if err != nil {
+		return nil, nil, err
 	}
 	sn, ok := l.rt.(runtime.Snapshotter)
 	if !ok {

@@ -96,13 +96,8 @@ func (r *Runtime) SaveSnapshot(ctx context.Context, ref runtime.Ref, dir string)
 // StartFromSnapshot starts the new sandbox p restored from the checkpoint
 // in dir (written by SaveSnapshot from a sandbox of the same image).
 func (r *Runtime) StartFromSnapshot(ctx context.Context, p runtime.StartParams, dir string) error {
-	if err := checkStartParams(p); err != nil {
+	if err := r.checkNew(p); err != nil {
 		return err
-	}
-	if ok, err := r.known(p.ID); err != nil {
-		return err
-	} else if ok {
-		return fmt.Errorf("%w: runsc already has a container %s", errdefs.ErrAlreadyExists, p.ID)
 	}
 	c := cleanup.Make(ctx)
 	defer c.Clean()

@@ -28,18 +28,9 @@ func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
 
 func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 	t0 := time.Now()
-	if err := checkStartParams(p); err != nil {
+	if err := r.checkNew(p); err != nil {
 		return err
 	}
-	if ok, err := r.known(p.ID); err != nil {
-		return err
-	} else if ok {
-		return fmt.Errorf("%w: runsc already has a container %s", errdefs.ErrAlreadyExists, p.ID)
-	}
-	if _, err := os.Stat(filepath.Join(p.Dir, bundleDirName)); err == nil {
-		return fmt.Errorf("%w: %s holds a bundle already", errdefs.ErrAlreadyExists, p.Dir)
-	}
-
 	c := cleanup.Make(ctx)
 	defer c.Clean()
 	c.Add(r.rollback(p.Ref))
@@ -97,6 +88,23 @@ func (r *Runtime) prepare(p runtime.StartParams) (string, error) {
 		return "", fmt.Errorf("recording the overlay: %w", err)
 	}
 	return bundle, nil
+}
+
+// checkNew validates p and refuses a sandbox runsc or the directory
+// already has.
+func (r *Runtime) checkNew(p runtime.StartParams) error {
+	if err := checkStartParams(p); err != nil {
+		return err
+	}
+	if ok, err := r.known(p.ID); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%w: runsc already has a container %s", errdefs.ErrAlreadyExists, p.ID)
+	}
+	if _, err := os.Stat(filepath.Join(p.Dir, bundleDirName)); err == nil {
+		return fmt.Errorf("%w: %s holds a bundle already", errdefs.ErrAlreadyExists, p.Dir)
+	}
+	return nil
 }
 
 // checkStartParams validates what Start needs from p.
