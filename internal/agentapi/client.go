@@ -273,8 +273,13 @@ func (w *watchedConn) Close() error {
 
 func (w *watchedConn) lost() { w.once.Do(func() { close(w.done) }) }
 
-// handshakeAttempts bounds Connect's attempts.
-const handshakeAttempts = 3
+// handshakeAttempts bounds Connect's attempts; attempt n may take
+// n × handshakeStep before the channel is dropped and dialed anew (a
+// channel can stall for good: a vm guest's port just replugged).
+const (
+	handshakeAttempts = 5
+	handshakeStep     = 3 * time.Second
+)
 
 // Connect dials with dial and negotiates, trying again when a handshake
 // fails on a channel that connected: a byte-stream channel may still carry
@@ -288,7 +293,9 @@ func Connect(ctx context.Context, dial func(context.Context) (net.Conn, error)) 
 		if err != nil {
 			return nil, fmt.Errorf("dialing agent: %w", err)
 		}
-		c, err := NewClient(ctx, conn)
+		actx, cancel := context.WithTimeout(ctx, time.Duration(attempt)*handshakeStep)
+		c, err := NewClient(actx, conn)
+		cancel()
 		if err == nil {
 			return c, nil
 		}

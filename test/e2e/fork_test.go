@@ -101,6 +101,13 @@ awk '$2 == "00000000" { print $3 }' /proc/net/route; cat /srv/state; cat /tmp/co
 	if out := d.mustCLI("exec", parent, "--", "cat", "/srv/state"); out != "parent\n" {
 		t.Errorf("the parent reads %q", out)
 	}
+	// A copy is a sandbox of its own: it pauses and resumes though the
+	// fork's snapshot is gone.
+	d.mustCLI("pause", copies[1])
+	d.mustCLI("resume", copies[1])
+	if out := d.mustCLI("exec", copies[1], "--", "cat", "/srv/state"); out != "parent\n" {
+		t.Errorf("copy %s after a pause and resume reads %q", copies[1], out)
+	}
 	d.mustCLI(append([]string{"rm"}, append(copies, parent)...)...)
 	d.assertNoLeaks(t, append(copies, parent))
 }

@@ -32,6 +32,8 @@ const (
 	qemuUser = "nobody"
 	// agentPortID is the QEMU id of the agent's virtio-serial port.
 	agentPortID = "agentport"
+	// balloonID is the QEMU id of the balloon.
+	balloonID = "balloon0"
 )
 
 // machine is everything one boot needs.
@@ -161,7 +163,7 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) ([]string, *fdPass
 		"-device", "virtio-serial-pci,id=vser",
 		"-chardev", "socket,id=agent,path=" + filepath.Join(dir, agentSock) + ",server=on,wait=off",
 		"-device", "virtserialport,bus=vser.0,chardev=agent,id=" + agentPortID + ",name=" + vminit.AgentPort,
-		"-device", "virtio-balloon-pci,free-page-reporting=on",
+		"-device", "virtio-balloon-pci,free-page-reporting=on,id=" + balloonID,
 		"-qmp", "unix:" + filepath.Join(dir, qmpSock) + ",server=on,wait=off",
 		"-pidfile", filepath.Join(dir, pidFile), "-daemonize",
 		// QEMU's own log (errors after it daemonized).

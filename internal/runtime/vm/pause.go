@@ -171,6 +171,9 @@ func (r *Runtime) continueIncoming(ctx context.Context, ref runtime.Ref) error {
 	if _, err = q.exec("cont", nil); err != nil {
 		return err
 	}
+	if err := startKicks(q); err != nil {
+		return err
+	}
 	return r.resetAgentChannel(q, ref)
 }
 
@@ -186,9 +189,21 @@ func (r *Runtime) resetAgentChannel(q *qmp, ref runtime.Ref) error {
 	if err := q.waitDeviceDeleted(agentPortID, 10*time.Second); err != nil {
 		return err
 	}
-	if _, err := q.exec("device_add", map[string]string{"driver": "virtserialport", "bus": "vser.0",
-		"chardev": "agent", "name": vminit.AgentPort, "id": agentPortID}); err != nil {
-		return err
-	}
-	return nil
+	_, err := q.exec("device_add", map[string]string{"driver": "virtserialport", "bus": "vser.0",
+		"chardev": "agent", "name": vminit.AgentPort, "id": agentPortID})
+	return err
+}
+
+// kickEvery is the period of the balloon's statistics requests, an
+// interrupt the guest gets however idle it is. A guest restored from a
+// saved state under TCG has been seen to sleep through its own timer (it
+// idled until some interrupt came, which made every restore racy); the
+// requests wake it within a period.
+const kickEvery = 1
+
+// startKicks turns the balloon's statistics requests on.
+func startKicks(q *qmp) error {
+	_, err := q.exec("qom-set", map[string]any{"path": "/machine/peripheral/" + balloonID,
+		"property": "guest-stats-polling-interval", "value": kickEvery})
+	return err
 }

@@ -149,26 +149,47 @@ func (q *qmp) status() (string, error) {
 
 // waitDeviceDeleted waits for the DEVICE_DELETED event of device id.
 func (q *qmp) waitDeviceDeleted(id string, timeout time.Duration) error {
+	return q.waitEvent("DEVICE_DELETED", timeout, func(data json.RawMessage) bool {
+		var d struct {
+			Device string `json:"device"`
+		}
+		return json.Unmarshal(data, &d) == nil && d.Device == id
+	})
+}
+
+// waitPortOpen waits for the guest to open the virtio-serial port id
+// (QEMU's VSERPORT_CHANGE event).
+func (q *qmp) waitPortOpen(id string, timeout time.Duration) error {
+	return q.waitEvent("VSERPORT_CHANGE", timeout, func(data json.RawMessage) bool {
+		var d struct {
+			ID   string `json:"id"`
+			Open bool   `json:"open"`
+		}
+		return json.Unmarshal(data, &d) == nil && d.ID == id && d.Open
+	})
+}
+
+// waitEvent waits for the event name whose data match accepts, dropping
+// the events before it.
+func (q *qmp) waitEvent(name string, timeout time.Duration, match func(json.RawMessage) bool) error {
 	deadline := time.Now().Add(timeout)
 	_ = q.conn.SetReadDeadline(deadline)
 	defer q.conn.SetReadDeadline(time.Time{})
 	for {
-		for _, raw := range q.events {
+		for i, raw := range q.events {
 			var ev struct {
-				Event string `json:"event"`
-				Data  struct {
-					Device string `json:"device"`
-				} `json:"data"`
+				Event string          `json:"event"`
+				Data  json.RawMessage `json:"data"`
 			}
-			if json.Unmarshal(raw, &ev) == nil && ev.Event == "DEVICE_DELETED" && ev.Data.Device == id {
-				q.events = nil
+			if json.Unmarshal(raw, &ev) == nil && ev.Event == name && match(ev.Data) {
+				q.events = q.events[i+1:]
 				return nil
 			}
 		}
 		q.events = nil
 		line, err := q.r.ReadBytes('\n')
 		if err != nil {
-			return fmt.Errorf("waiting for %s to be unplugged: %w", id, err)
+			return fmt.Errorf("waiting for %s: %w", name, err)
 		}
 		q.events = append(q.events, line)
 	}

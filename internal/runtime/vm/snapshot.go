@@ -107,12 +107,19 @@ func (r *Runtime) StartFromSnapshot(ctx context.Context, p runtime.StartParams, 
 	if err != nil {
 		return fmt.Errorf("reading the snapshot: %w", err)
 	}
+	// The copy links the read-only files into its own directory, so that
+	// it can pause and resume after the snapshot is removed (a fork's is
+	// at once).
 	for _, f := range []*string{&rec.RootDisk, &rec.ModulesDisk, &rec.Initramfs} {
 		if !filepath.IsAbs(*f) {
 			*f = filepath.Join(dir, *f)
 		}
 		if _, err := os.Stat(*f); err != nil {
 			return fmt.Errorf("the snapshot's disk %s is gone: %w", *f, err)
+		}
+		own := filepath.Join(p.Dir, filepath.Base(*f))
+		if err := os.Link(*f, own); err == nil {
+			*f = own
 		}
 	}
 	scratch := filepath.Join(p.Dir, "scratch.img")
