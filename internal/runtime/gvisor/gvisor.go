@@ -17,6 +17,10 @@
 //	chan/agent.sock     the agent's socket (guest: /.corral/run/agent.sock)
 //	console.log         stdout/stderr of PID 1 and of runsc create
 //	network             runsc --network mode ("none" or "sandbox")
+//	overlay             runsc --overlay2 of the sandbox (create and restore)
+//	checkpoint/         runsc's image of the sandbox while paused
+//	paused              present while paused
+//	relisten            the agent released its socket for a checkpoint
 //	runsc.log           runsc's debug log (Config.Debug only)
 //
 // This package imports the runtime contract, errdefs, cleanup and cgroups;
