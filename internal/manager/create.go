@@ -35,7 +35,7 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 		if err := fromSnapshot(&spec, rec); err != nil {
 			return nil, err
 		}
-		if _, err := m.checkRestorable(ctx, rec); err != nil {
+		if err := m.checkRestorable(ctx, rec); err != nil {
 			return nil, err
 		}
 		from = rec
@@ -43,6 +43,29 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err := spec.Normalize(); err != nil {
 		return nil, err
 	}
+	rt, err := m.resolve(&spec)
+	if err != nil {
+		return nil, err
+	}
+	if pool := m.poolFor(spec); pool != nil && from == nil {
+		if l := pool.take(); l != nil {
+			defer m.refill()
+			sb, ok, err := m.claim(ctx, l, spec)
+			if ok || err != nil {
+				return sb, err
+			}
+		}
+	}
+	l, err := m.launch(ctx, spec, rt, func(l *live) { l.from = from })
+	if err != nil {
+		return nil, err
+	}
+	return l.snapshot(), nil
+}
+
+// resolve applies the operator's network policy to a normalized spec and
+// returns its runtime.
+func (m *Manager) resolve(spec *sandbox.Spec) (runtime.Runtime, error) {
 	net, err := m.effectiveNetwork(spec.Network)
 	if err != nil {
 		return nil, err
@@ -55,15 +78,13 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 		}
 		return nil, fmt.Errorf("%w: runtime %q is not supported by this daemon (available: %v)", errdefs.ErrNotSupported, spec.Runtime, m.Runtimes())
 	}
-	if pool := m.poolFor(spec); pool != nil && from == nil {
-		if l := pool.take(); l != nil {
-			defer m.refill()
-			sb, ok, err := m.claim(ctx, l, spec)
-			if ok || err != nil {
-				return sb, err
-			}
-		}
-	}
+	return rt, nil
+}
+
+// launch records and starts a new sandbox of spec on rt; mark sets what
+// the start must know (a snapshot to copy, a pool to wait in) before it
+// begins. A failed start is recorded as failed, with everything undone.
+func (m *Manager) launch(ctx context.Context, spec sandbox.Spec, rt runtime.Runtime, mark func(*live)) (*live, error) {
 	id := sandbox.NewID()
 	sb := &sandbox.Sandbox{
 		ID: id, Spec: spec, State: sandbox.Creating, CreatedAt: time.Now().UTC(),
@@ -73,14 +94,14 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
-	l.from = from
+	mark(l)
 	l.op.Lock()
 	defer l.op.Unlock()
 	if err := m.start(ctx, l); err != nil {
 		m.fail(l, err)
 		return nil, fmt.Errorf("creating sandbox %s: %w", id, err)
 	}
-	return l.snapshot(), nil
+	return l, nil
 }
 
 // admit records the new sandbox (durably, before anything is created, so a

@@ -92,9 +92,13 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
+	pools, err := newPools(cfg.WarmPools)
+	if err != nil {
+		return nil, err
+	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{cfg: cfg, log: cfg.Logger, store: cfg.Store, ctx: lctx, cancel: cancel, live: map[string]*live{},
-		versions:  map[string]string{},
+		versions: map[string]string{}, pools: pools,
 		decisions: make(chan policy.Decision, maxPendingDecisions)}
 	m.wg.Add(1)
 	go m.writeDecisions()
@@ -102,22 +106,6 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		cancel()
 		m.wg.Wait()
 		return nil, fmt.Errorf("reconciling sandboxes: %w", err)
-	}
-	for _, c := range cfg.WarmPools {
-		pool, err := newWarmPool(c)
-		if err != nil {
-			cancel()
-			m.wg.Wait()
-			return nil, err
-		}
-		for _, q := range m.pools {
-			if sameShape(q.spec, pool.spec) {
-				cancel()
-				m.wg.Wait()
-				return nil, errdefs.Invalid("warm pools", "two pools of the same spec (%s on %s)", pool.spec.Image, pool.spec.Runtime)
-			}
-		}
-		m.pools = append(m.pools, pool)
 	}
 	m.refill()
 	return m, nil
@@ -206,17 +194,9 @@ func (m *Manager) event(id, kind, msg string, fields map[string]string) {
 // agentFor returns the live agent client of a running sandbox and marks the
 // sandbox active until release is called.
 func (m *Manager) agentFor(id string) (*agentapi.Client, *live, func(), error) {
-	if !sandbox.ValidID(id) {
-		return nil, nil, nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
-	}
-	m.mu.Lock()
-	l := m.live[id]
-	m.mu.Unlock()
-	if l == nil {
-		if _, err := m.store.GetSandbox(context.Background(), id); err != nil {
-			return nil, nil, nil, err
-		}
-		return nil, nil, nil, fmt.Errorf("%w: sandbox %s is not running", errdefs.ErrFailedPrecondition, id)
+	l, err := m.liveOf(id)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	c, release, err := l.acquire()
 	if err != nil && l.state() == sandbox.Paused && l.snapshot().Spec.AutoPause {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"time"
 
+	"corral/internal/errdefs"
 	"corral/internal/sandbox"
 )
 
@@ -52,6 +52,25 @@ func newWarmPool(c WarmPoolConfig) (*warmPool, error) {
 		return nil, fmt.Errorf("warm pool of %s: size %d", spec.Image, c.Size)
 	}
 	return &warmPool{size: c.Size, spec: spec}, nil
+}
+
+// newPools checks the pools' configurations: valid specs, no two of the
+// same shape.
+func newPools(cfgs []WarmPoolConfig) ([]*warmPool, error) {
+	var pools []*warmPool
+	for _, c := range cfgs {
+		pool, err := newWarmPool(c)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range pools {
+			if sameShape(q.spec, pool.spec) {
+				return nil, errdefs.Invalid("warm pools", "two pools of the same spec (%s on %s)", pool.spec.Image, pool.spec.Runtime)
+			}
+		}
+		pools = append(pools, pool)
+	}
+	return pools, nil
 }
 
 // WarmPoolStatus describes one pool.
@@ -140,32 +159,11 @@ func (m *Manager) fillOne(p *warmPool) {
 }
 
 func (m *Manager) createPooled(spec sandbox.Spec) (*live, error) {
-	net, err := m.effectiveNetwork(spec.Network)
+	rt, err := m.resolve(&spec)
 	if err != nil {
 		return nil, err
 	}
-	spec.Network = net
-	rt := m.cfg.Runtimes[spec.Runtime]
-	if rt == nil {
-		return nil, fmt.Errorf("runtime %s unavailable", spec.Runtime)
-	}
-	id := sandbox.NewID()
-	sb := &sandbox.Sandbox{
-		ID: id, Spec: spec, State: sandbox.Creating, CreatedAt: time.Now().UTC(),
-		Dir: filepath.Join(m.cfg.sandboxesDir(), id), PortToken: newPortToken(),
-	}
-	l, err := m.admit(m.ctx, sb, rt)
-	if err != nil {
-		return nil, err
-	}
-	l.pooled = true
-	l.op.Lock()
-	defer l.op.Unlock()
-	if err := m.start(m.ctx, l); err != nil {
-		m.fail(l, err)
-		return nil, err
-	}
-	return l, nil
+	return m.launch(m.ctx, spec, rt, func(l *live) { l.pooled = true })
 }
 
 // claim hands the pooled sandbox l to a create of spec; false when l can

@@ -199,30 +199,30 @@ func (m *Manager) RemoveSnapshot(ctx context.Context, ref string) (*sandbox.Snap
 
 // checkRestorable refuses a snapshot this daemon cannot restore, saying
 // why.
-func (m *Manager) checkRestorable(ctx context.Context, rec *sandbox.Snapshot) (runtime.Runtime, error) {
+func (m *Manager) checkRestorable(ctx context.Context, rec *sandbox.Snapshot) error {
 	rt := m.cfg.Runtimes[rec.Runtime]
 	if rt == nil {
-		return nil, fmt.Errorf("%w: snapshot %s was taken by runtime %q, which this daemon does not run", errdefs.ErrFailedPrecondition, rec.ID, rec.Runtime)
+		return fmt.Errorf("%w: snapshot %s was taken by runtime %q, which this daemon does not run", errdefs.ErrFailedPrecondition, rec.ID, rec.Runtime)
 	}
 	if _, ok := rt.(runtime.Snapshotter); !ok {
-		return nil, fmt.Errorf("%w: runtime %s cannot restore memory snapshots", errdefs.ErrNotSupported, rec.Runtime)
+		return fmt.Errorf("%w: runtime %s cannot restore memory snapshots", errdefs.ErrNotSupported, rec.Runtime)
 	}
 	v, err := m.runtimeVersion(ctx, rt)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if v != rec.RuntimeVersion {
-		return nil, fmt.Errorf("%w: snapshot %s was taken by %s %q; this daemon runs %q, which cannot restore it",
+		return fmt.Errorf("%w: snapshot %s was taken by %s %q; this daemon runs %q, which cannot restore it",
 			errdefs.ErrFailedPrecondition, rec.ID, rec.Runtime, rec.RuntimeVersion, v)
 	}
 	if !slices.Contains(agentapi.SupportedVersions, rec.AgentProtocol) {
-		return nil, fmt.Errorf("%w: snapshot %s holds an agent speaking protocol %d; this daemon speaks %v",
+		return fmt.Errorf("%w: snapshot %s holds an agent speaking protocol %d; this daemon speaks %v",
 			errdefs.ErrFailedPrecondition, rec.ID, rec.AgentProtocol, agentapi.SupportedVersions)
 	}
 	if _, err := os.Stat(rec.Dir); err != nil {
-		return nil, fmt.Errorf("%w: snapshot %s has lost its files: %v", errdefs.ErrFailedPrecondition, rec.ID, err)
+		return fmt.Errorf("%w: snapshot %s has lost its files: %v", errdefs.ErrFailedPrecondition, rec.ID, err)
 	}
-	return rt, nil
+	return nil
 }
 
 // fromSnapshot fills in spec (not yet normalized) from the snapshot it
