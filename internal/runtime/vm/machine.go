@@ -36,15 +36,12 @@ const (
 	balloonID = "balloon0"
 )
 
-// machine is everything one boot needs.
+// machine is everything one boot needs: what machine.json records, and
+// the files QEMU inherits.
 type machine struct {
-	initramfs, rootDisk, modulesDisk, scratch string
-	tap                                       *os.File // nil without a network
-	incoming                                  *os.File // the saved state to resume from; nil on a cold boot
-	mac                                       string
-	uid                                       int // QEMU's after setup (uids.go); 0: qemuUser
-	limits                                    cgroups.Limits
-	info                                      Info
+	machineRecord
+	tap      *os.File // nil without a network
+	incoming *os.File // the saved state to resume from; nil on a cold boot
 }
 
 func (m *machine) close() {
@@ -56,22 +53,22 @@ func (m *machine) close() {
 // prepare builds (or finds cached) the initramfs and disk images, makes
 // the scratch disk and plugs the network.
 func (r *Runtime) prepare(ctx context.Context, p runtime.StartParams) (*machine, error) {
-	m := &machine{mac: guestMAC(p.ID)}
+	m := &machine{machineRecord: machineRecord{MAC: guestMAC(p.ID), Netns: p.NetnsPath}}
 	var err error
-	if m.uid, err = r.allocUID(p.ID); err != nil {
+	if m.UID, err = r.allocUID(p.ID); err != nil {
 		return nil, fmt.Errorf("QEMU uid: %w", err)
 	}
-	if m.initramfs, err = r.initramfs(); err != nil {
+	if m.Initramfs, err = r.initramfs(); err != nil {
 		return nil, fmt.Errorf("initramfs: %w", err)
 	}
 	name, err := rootDiskName(p.RootFS)
 	if err != nil {
 		return nil, err
 	}
-	if m.rootDisk, err = r.roDisk(ctx, p.RootFS, name); err != nil {
+	if m.RootDisk, err = r.roDisk(ctx, p.RootFS, name); err != nil {
 		return nil, err
 	}
-	if m.modulesDisk, err = r.roDisk(ctx, r.kernel.modulesDir(), "modules-"+r.kernel.release); err != nil {
+	if m.ModulesDisk, err = r.roDisk(ctx, r.kernel.modulesDir(), "modules-"+r.kernel.release); err != nil {
 		return nil, err
 	}
 	mods, err := r.kernel.moduleClosure(guestModules)
@@ -80,7 +77,7 @@ func (r *Runtime) prepare(ctx context.Context, p runtime.StartParams) (*machine,
 	}
 	cfg := vminit.Config{Hostname: p.Hostname, Env: p.Env, Nameservers: p.Nameservers, KernelRelease: r.kernel.release, Modules: mods}
 	if p.NetnsPath != "" {
-		if cfg.Network, m.tap, err = plugNetwork(p.NetnsPath, m.mac); err != nil {
+		if cfg.Network, m.tap, err = plugNetwork(p.NetnsPath, m.MAC); err != nil {
 			return nil, err
 		}
 	}
@@ -88,12 +85,12 @@ func (r *Runtime) prepare(ctx context.Context, p runtime.StartParams) (*machine,
 	if diskMB <= 0 {
 		diskMB = defaultDiskMB
 	}
-	if m.scratch, err = scratchDisk(ctx, p.Dir, diskMB, cfg); err != nil {
+	if m.Scratch, err = scratchDisk(ctx, p.Dir, diskMB, cfg); err != nil {
 		m.close()
 		return nil, err
 	}
 	m.sizing(p.Resources, r.cfg)
-	m.info.Kernel = r.kernel.release
+	m.Info.Kernel = r.kernel.release
 	return m, nil
 }
 
@@ -117,11 +114,11 @@ func (m *machine) sizing(res runtime.Resources, cfg Config) {
 	}
 	ram = max(ram, minRAMMB)
 	weight := uint64(max(res.CPURequestMilli, 10) / 10)
-	m.limits = cgroups.Limits{
+	m.Limits = cgroups.Limits{
 		CPUWeight: min(max(weight, 1), 10000), CPUQuotaMilli: res.CPULimitMilli,
 		MemoryBytes: (ram + overheadMB) << 20, Pids: qemuPids,
 	}
-	m.info = Info{Accel: cfg.Accel, Machine: cfg.Machine, VCPUs: vcpus, RAMMB: ram}
+	m.Info = Info{Accel: cfg.Accel, Machine: cfg.Machine, VCPUs: vcpus, RAMMB: ram}
 }
 
 // fdPass collects the files a QEMU command inherits (ExtraFiles): the
@@ -142,7 +139,7 @@ func (p *fdPass) close() {
 // qemuArgs is the QEMU command line for m and the files it inherits (the
 // caller closes them once QEMU started). Disks are passed as descriptors
 // in fd sets, read-only and (for the scratch disk) read-write, so QEMU
-// never opens a path itself: it runs as qemuUser, which cannot, and a
+// never opens a path itself: it runs unprivileged (runas), and a
 // migration reopens the disks read-only from the set.
 func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) ([]string, *fdPass, error) {
 	dir := p.Dir
@@ -155,9 +152,9 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) ([]string, *fdPass
 	args := []string{
 		"-name", "corral-" + p.ID + ",process=corral-vm-" + p.ID,
 		"-machine", r.cfg.Machine, "-accel", accel, "-cpu", cpu,
-		"-smp", strconv.Itoa(m.info.VCPUs), "-m", strconv.FormatInt(m.info.RAMMB, 10),
+		"-smp", strconv.Itoa(m.Info.VCPUs), "-m", strconv.FormatInt(m.Info.RAMMB, 10),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-		"-kernel", r.kernel.vmlinuz(), "-initrd", m.initramfs,
+		"-kernel", r.kernel.vmlinuz(), "-initrd", m.Initramfs,
 		"-append", "console=ttyS0 quiet panic=-1 -- vminit",
 		"-serial", "file:" + filepath.Join(dir, consoleFile),
 		"-device", "virtio-serial-pci,id=vser",
@@ -173,15 +170,15 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) ([]string, *fdPass
 		// tap are open), no root. (elevateprivileges=deny would forbid the
 		// drop to qemuUser itself, spawn=deny the fork of -daemonize.)
 		"-sandbox", "on,obsolete=deny,resourcecontrol=deny",
-		"-runas", runas(m.uid),
+		"-runas", runas(m.UID),
 	}
 	for i, d := range []struct {
 		id, file, serial string
 		ro               bool
 	}{
-		{"root", m.rootDisk, vminit.SerialRoot, true},
-		{"scratch", m.scratch, vminit.SerialScratch, false},
-		{"modules", m.modulesDisk, vminit.SerialModules, true},
+		{"root", m.RootDisk, vminit.SerialRoot, true},
+		{"scratch", m.Scratch, vminit.SerialScratch, false},
+		{"modules", m.ModulesDisk, vminit.SerialModules, true},
 	} {
 		set := i + 1
 		modes := []int{os.O_RDONLY}
@@ -212,7 +209,7 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) ([]string, *fdPass
 			return nil, nil, err
 		}
 		args = append(args, "-netdev", fmt.Sprintf("tap,id=net0,fd=%d,vhost=off", pass.add(tap)),
-			"-device", "virtio-net-pci,netdev=net0,mac="+m.mac)
+			"-device", "virtio-net-pci,netdev=net0,mac="+m.MAC)
 	}
 	if m.incoming != nil {
 		in, err := dupFile(m.incoming)

@@ -54,16 +54,9 @@ func plugNetwork(nsPath, mac string) (*vminit.Network, *os.File, error) {
 		return nil, nil, err
 	}
 	for _, name := range []string{sandboxLink, tapLink} {
-		l, err := h.LinkByName(name)
-		if err == nil {
-			err = h.LinkSetMasterByIndex(l, br.Attrs().Index)
-		}
-		if err == nil {
-			err = h.LinkSetUp(l)
-		}
-		if err != nil {
+		if err := enslave(h, name, br); err != nil {
 			tap.Close()
-			return nil, nil, fmt.Errorf("bridging %s: %w", name, err)
+			return nil, nil, err
 		}
 	}
 	if err := h.LinkSetUp(br); err != nil {
@@ -173,7 +166,16 @@ func replugTap(nsPath string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := h.LinkByName(tapLink)
+	if err := enslave(h, tapLink, br); err != nil {
+		tap.Close()
+		return nil, err
+	}
+	return tap, nil
+}
+
+// enslave puts the link name on the bridge br and brings it up.
+func enslave(h *netlink.Handle, name string, br netlink.Link) error {
+	l, err := h.LinkByName(name)
 	if err == nil {
 		err = h.LinkSetMasterByIndex(l, br.Attrs().Index)
 	}
@@ -181,8 +183,7 @@ func replugTap(nsPath string) (*os.File, error) {
 		err = h.LinkSetUp(l)
 	}
 	if err != nil {
-		tap.Close()
-		return nil, fmt.Errorf("bridging %s: %w", tapLink, err)
+		return fmt.Errorf("bridging %s: %w", name, err)
 	}
-	return tap, nil
+	return nil
 }

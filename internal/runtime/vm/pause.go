@@ -30,22 +30,18 @@ const (
 
 var _ runtime.Pauser = (*Runtime)(nil)
 
-// machineRecord is machine.json: the sandbox's machine as Start made it.
+// machineRecord is machine.json: the sandbox's machine as Start made it
+// (Netns empty in a snapshot's).
 type machineRecord struct {
 	Initramfs   string         `json:"initramfs"`
 	RootDisk    string         `json:"root_disk"`
 	ModulesDisk string         `json:"modules_disk"`
 	Scratch     string         `json:"scratch"`
 	MAC         string         `json:"mac"`
-	UID         int            `json:"uid,omitempty"`
+	UID         int            `json:"uid,omitempty"` // QEMU's after setup (uids.go); 0: qemuUser
 	Netns       string         `json:"netns,omitempty"`
 	Limits      cgroups.Limits `json:"limits"`
 	Info        Info           `json:"info"`
-}
-
-func saveMachine(dir string, m *machine, netns string) error {
-	return writeMachineRecord(dir, &machineRecord{Initramfs: m.initramfs, RootDisk: m.rootDisk, ModulesDisk: m.modulesDisk,
-		Scratch: m.scratch, MAC: m.mac, UID: m.uid, Netns: netns, Limits: m.limits, Info: m.info})
 }
 
 func writeMachineRecord(dir string, rec *machineRecord) error {

@@ -143,7 +143,7 @@ func (r *Runtime) StartFromSnapshot(ctx context.Context, p runtime.StartParams, 
 	if err := r.restore(ctx, p.Ref, m, filepath.Join(dir, stateFile)); err != nil {
 		return fmt.Errorf("starting %s from a snapshot: %w", p.ID, err)
 	}
-	if err := writeInfo(p.Dir, m.info); err != nil {
+	if err := writeInfo(p.Dir, m.Info); err != nil {
 		return err
 	}
 	c.Release()
@@ -162,7 +162,7 @@ func (r *Runtime) restore(ctx context.Context, ref runtime.Ref, m *machine, stat
 	if err := cgroups.Create(r.cgroup(ref.ID)); err != nil {
 		return err
 	}
-	if err := cgroups.SetLimits(r.cgroup(ref.ID), m.limits); err != nil {
+	if err := cgroups.SetLimits(r.cgroup(ref.ID), m.Limits); err != nil {
 		return err
 	}
 	if err := r.launch(ctx, runtime.StartParams{Ref: ref}, m); err != nil {
@@ -185,10 +185,7 @@ func copySparse(ctx context.Context, from, to string) error {
 }
 
 // machine is the machine a record describes.
-func (rec *machineRecord) machine() *machine {
-	return &machine{initramfs: rec.Initramfs, rootDisk: rec.RootDisk, modulesDisk: rec.ModulesDisk,
-		scratch: rec.Scratch, mac: rec.MAC, uid: rec.UID, limits: rec.Limits, info: rec.Info}
-}
+func (rec *machineRecord) machine() *machine { return &machine{machineRecord: *rec} }
 
 // Version names what a saved guest state depends on: QEMU's version, the
 // kernel, the accelerator and the machine type.

@@ -80,13 +80,13 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 		return err
 	}
 	defer m.close()
-	if err := saveMachine(p.Dir, m, p.NetnsPath); err != nil {
+	if err := writeMachineRecord(p.Dir, &m.machineRecord); err != nil {
 		return err
 	}
 	if err := cgroups.Create(r.cgroup(p.ID)); err != nil {
 		return err
 	}
-	if err := cgroups.SetLimits(r.cgroup(p.ID), m.limits); err != nil {
+	if err := cgroups.SetLimits(r.cgroup(p.ID), m.Limits); err != nil {
 		return err
 	}
 	return r.boot(ctx, p, m)
@@ -107,9 +107,9 @@ func (r *Runtime) boot(ctx context.Context, p runtime.StartParams, m *machine) e
 			err = waitReady(ctx, p.Dir, deadline)
 		}
 		if err == nil {
-			m.info.Boots, m.info.BootMS = attempt, time.Since(start).Milliseconds()
-			r.log.Debug("vm booted", "sandbox", p.ID, "accel", m.info.Accel, "attempt", attempt, "took", time.Since(start).Round(time.Millisecond))
-			return writeInfo(p.Dir, m.info)
+			m.Info.Boots, m.Info.BootMS = attempt, time.Since(start).Milliseconds()
+			r.log.Debug("vm booted", "sandbox", p.ID, "accel", m.Info.Accel, "attempt", attempt, "took", time.Since(start).Round(time.Millisecond))
+			return writeInfo(p.Dir, m.Info)
 		}
 		if ctx.Err() != nil || !errors.Is(err, errBootHung) {
 			return err
