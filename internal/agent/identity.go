@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
@@ -231,28 +233,12 @@ func globalAddr() (netlink.Link, *netlink.Addr, error) {
 	return nil, nil, errors.New("the sandbox has no network interface")
 }
 
-// writeRootFile replaces the file at path inside the agent's root.
-func (s *Server) writeRootFile(path, content string, mode os.FileMode) error {
+// writeRootFile replaces the file at path inside the agent's root (as
+// root, through the upload path's atomic writer).
+func (s *Server) writeRootFile(path, content string, mode uint32) error {
 	host, err := fspath.ResolveNoFollow(s.root, path)
 	if err != nil {
 		return err
 	}
-	tmp := host + ".corral-tmp"
-	_ = os.Remove(tmp)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, mode)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(content)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, host)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return s.writeAtomic(strings.NewReader(content), filepath.Dir(host), host, mode, rootAccount, false)
 }
