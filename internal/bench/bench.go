@@ -93,11 +93,8 @@ func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error
 		if err != nil {
 			return fmt.Errorf("corral time to interactive from %s: %w", cfg.Image, err)
 		}
-		fmt.Fprintf(out, "time to interactive from image %s\n", cfg.Image)
-		fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "image", ms(imgTTI.Percentile(50)), ms(imgTTI.Percentile(95)))
-		fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "base", ms(tti.Percentile(50)), ms(tti.Percentile(95)))
-		fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
-			ratio(imgTTI.Percentile(50), tti.Percentile(50)), ratio(imgTTI.Percentile(95), tti.Percentile(95)))
+		compare(out, "time to interactive from image "+cfg.Image, "image", imgTTI, "base", tti)
+		fmt.Fprintln(out)
 	}
 	if cfg.Warm {
 		if err := runWarm(ctx, c, cfg.N, out); err != nil {
@@ -109,11 +106,22 @@ func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error
 }
 
 func report(out io.Writer, title string, ours, base Result) {
+	compare(out, title, "corral", ours, "raw runsc", base)
+	fmt.Fprintln(out)
+}
+
+// compare prints title, then a and b (p50 and p95) and their ratio a/b.
+func compare(out io.Writer, title, aLabel string, a Result, bLabel string, b Result) {
 	fmt.Fprintf(out, "%s\n", title)
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "corral", ms(ours.Percentile(50)), ms(ours.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "raw runsc", ms(base.Percentile(50)), ms(base.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
-		ratio(ours.Percentile(50), base.Percentile(50)), ratio(ours.Percentile(95), base.Percentile(95)))
+	row(out, aLabel, a)
+	row(out, bLabel, b)
+	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n", "ratio",
+		ratio(a.Percentile(50), b.Percentile(50)), ratio(a.Percentile(95), b.Percentile(95)))
+}
+
+// row prints one figure's p50 and p95.
+func row(out io.Writer, label string, r Result) {
+	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", label, ms(r.Percentile(50)), ms(r.Percentile(95)))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
@@ -135,23 +143,29 @@ func corralTTI(ctx context.Context, c *corral.Client, n int, image string) (Resu
 func corralTTIOn(ctx context.Context, c *corral.Client, n int, image, rt string) (Result, error) {
 	res := Result{Name: "corral tti"}
 	for i := 0; i < n; i++ {
-		t0 := time.Now()
-		sb, err := c.Create(ctx, apiv1.CreateSandboxRequest{Image: image, Runtime: rt})
+		d, err := ttiOnce(ctx, c, apiv1.CreateSandboxRequest{Image: image, Runtime: rt})
 		if err != nil {
 			return res, err
 		}
-		err = firstOutput(ctx, c, sb.ID)
-		if err == nil {
-			res.Samples = append(res.Samples, time.Since(t0))
-		}
-		if _, terr := c.Terminate(ctx, sb.ID); err == nil {
-			err = terr
-		}
-		if err != nil {
-			return res, err
-		}
+		res.Samples = append(res.Samples, d)
 	}
 	return res, nil
+}
+
+// ttiOnce times one create through the first output of echo; removal is
+// not timed.
+func ttiOnce(ctx context.Context, c *corral.Client, req apiv1.CreateSandboxRequest) (time.Duration, error) {
+	t0 := time.Now()
+	sb, err := c.Create(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	err = firstOutput(ctx, c, sb.ID)
+	d := time.Since(t0)
+	if _, terr := c.Terminate(ctx, sb.ID); err == nil {
+		err = terr
+	}
+	return d, err
 }
 
 // firstOutput runs echo and returns once its first output arrived.

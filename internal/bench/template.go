@@ -47,11 +47,8 @@ func runTemplate(ctx context.Context, c *corral.Client, cfg Config, out io.Write
 		}
 		cold.Samples = append(cold.Samples, d)
 	}
-	fmt.Fprintf(out, "time to interactive from a template (memory snapshot, %d MiB) vs cold, %s, n=%d, same run\n",
-		snap.SizeBytes>>20, cfg.Runtime, cfg.N)
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "template", ms(tmpl.Percentile(50)), ms(tmpl.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "cold", ms(cold.Percentile(50)), ms(cold.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
-		ratio(tmpl.Percentile(50), cold.Percentile(50)), ratio(tmpl.Percentile(95), cold.Percentile(95)))
+	compare(out, fmt.Sprintf("time to interactive from a template (memory snapshot, %d MiB) vs cold, %s, n=%d, same run",
+		snap.SizeBytes>>20, cfg.Runtime, cfg.N), "template", tmpl, "cold", cold)
+	fmt.Fprintln(out)
 	return pauseResume(ctx, c, cfg.Runtime, cfg.N, cold, out)
 }

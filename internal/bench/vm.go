@@ -51,11 +51,9 @@ func runVM(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) err
 		}
 		raw.Samples = append(raw.Samples, d)
 	}
-	fmt.Fprintf(out, "vm time to interactive (create → first output of echo) vs raw QEMU boot to the guest's ready line\n")
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "corral vm", ms(ours.Percentile(50)), ms(ours.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "raw qemu", ms(raw.Percentile(50)), ms(raw.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
-		ratio(ours.Percentile(50), raw.Percentile(50)), ratio(ours.Percentile(95), raw.Percentile(95)))
+	compare(out, "vm time to interactive (create → first output of echo) vs raw QEMU boot to the guest's ready line",
+		"corral vm", ours, "raw qemu", raw)
+	fmt.Fprintln(out)
 	return pauseResume(ctx, c, "vm", cfg.N, ours, out)
 }
 
@@ -88,11 +86,8 @@ func pauseResume(ctx context.Context, c *corral.Client, rt string, n int, cold R
 		}
 		restores.Samples = append(restores.Samples, time.Since(t0))
 	}
-	fmt.Fprintf(out, "%s restore (resume → first output of echo) vs cold boot (create → first output), same run\n", rt)
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "restore", ms(restores.Percentile(50)), ms(restores.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "cold boot", ms(cold.Percentile(50)), ms(cold.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n", "ratio",
-		ratio(restores.Percentile(50), cold.Percentile(50)), ratio(restores.Percentile(95), cold.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "pause", ms(pauses.Percentile(50)), ms(pauses.Percentile(95)))
+	compare(out, rt+" restore (resume → first output of echo) vs cold boot (create → first output), same run",
+		"restore", restores, "cold boot", cold)
+	row(out, "pause", pauses)
 	return nil
 }

@@ -42,11 +42,9 @@ func runWarm(ctx context.Context, c *corral.Client, n int, out io.Writer) error 
 		}
 		cold.Samples = append(cold.Samples, d)
 	}
-	fmt.Fprintf(out, "time to interactive from the warm pool (size %d) vs cold, same run\n", v.WarmPool.Size)
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "warm pool", ms(warm.Percentile(50)), ms(warm.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %9s  p95 %9s\n", "cold", ms(cold.Percentile(50)), ms(cold.Percentile(95)))
-	fmt.Fprintf(out, "  %-12s p50 %8.2fx  p95 %8.2fx\n\n", "ratio",
-		ratio(warm.Percentile(50), cold.Percentile(50)), ratio(warm.Percentile(95), cold.Percentile(95)))
+	compare(out, fmt.Sprintf("time to interactive from the warm pool (size %d) vs cold, same run", v.WarmPool.Size),
+		"warm pool", warm, "cold", cold)
+	fmt.Fprintln(out)
 	return nil
 }
 
@@ -63,20 +61,4 @@ func waitPoolFull(ctx context.Context, c *corral.Client) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return errors.New("the warm pool did not refill within a minute")
-}
-
-// ttiOnce times one create through the first output of echo; removal is
-// not timed.
-func ttiOnce(ctx context.Context, c *corral.Client, req apiv1.CreateSandboxRequest) (time.Duration, error) {
-	t0 := time.Now()
-	sb, err := c.Create(ctx, req)
-	if err != nil {
-		return 0, err
-	}
-	err = firstOutput(ctx, c, sb.ID)
-	d := time.Since(t0)
-	if _, terr := c.Terminate(ctx, sb.ID); err == nil {
-		err = terr
-	}
-	return d, err
 }
