@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"corral/internal/cleanup"
 	"corral/internal/errdefs"
 	"corral/internal/runtime"
 )
@@ -96,27 +95,22 @@ func (r *Runtime) SaveSnapshot(ctx context.Context, ref runtime.Ref, dir string)
 // StartFromSnapshot starts the new sandbox p restored from the checkpoint
 // in dir (written by SaveSnapshot from a sandbox of the same image).
 func (r *Runtime) StartFromSnapshot(ctx context.Context, p runtime.StartParams, dir string) error {
-	if err := r.checkNew(p); err != nil {
-		return err
+	if err := r.start(ctx, p, dir); err != nil {
+		return fmt.Errorf("starting %s from a snapshot: %w", p.ID, err)
 	}
-	c := cleanup.Make(ctx)
-	defer c.Clean()
-	c.Add(r.rollback(p.Ref))
-	bundle, err := r.prepare(p)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(p.Dir, relistenFile), nil, 0o600); err != nil {
+	return nil
+}
+
+// restoreCopy restores the prepared sandbox ref from the checkpoint in
+// image; its agent listens once Dial nudges it.
+func (r *Runtime) restoreCopy(ctx context.Context, ref runtime.Ref, bundle, image string) error {
+	if err := os.WriteFile(filepath.Join(ref.Dir, relistenFile), nil, 0o600); err != nil {
 		return err
 	}
 	// The copy's spec differs from the saved one where it must (hostname,
 	// cgroup, the agent's nameserver, the network namespace): runsc checks
 	// the rest and warns instead of refusing over those.
-	if err := r.create(ctx, p.Ref, bundle, dir, "--restore-spec-validation", "warning"); err != nil {
-		return fmt.Errorf("starting %s from a snapshot: %w", p.ID, err)
-	}
-	c.Release()
-	return nil
+	return r.create(ctx, ref, bundle, image, "--restore-spec-validation", "warning")
 }
 
 // checkpoint waits for the agent to release its socket (the caller ended

@@ -20,13 +20,15 @@ import (
 // (the agent). On any failure it removes everything it made, sandbox
 // directory included, and returns the error.
 func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
-	if err := r.start(ctx, p); err != nil {
+	if err := r.start(ctx, p, ""); err != nil {
 		return fmt.Errorf("starting sandbox %s: %w", p.ID, err)
 	}
 	return nil
 }
 
-func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
+// start makes the sandbox p and runs it: created and started cold, or,
+// when image is not "", restored from the checkpoint there.
+func (r *Runtime) start(ctx context.Context, p runtime.StartParams, image string) error {
 	t0 := time.Now()
 	if err := r.checkNew(p); err != nil {
 		return err
@@ -37,6 +39,14 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 	bundle, err := r.prepare(p)
 	if err != nil {
 		return err
+	}
+	if image != "" {
+		if err := r.restoreCopy(ctx, p.Ref, bundle, image); err != nil {
+			return err
+		}
+		c.Release()
+		r.log.Debug("sandbox restored", "sandbox", p.ID, "op", "start", "total", time.Since(t0))
+		return nil
 	}
 	if err := r.create(ctx, p.Ref, bundle, ""); err != nil {
 		return err
