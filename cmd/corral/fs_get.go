@@ -17,7 +17,7 @@ func newFsGetCmd() *cobra.Command {
 		Short: "Copy a file out of a sandbox (- writes stdout)",
 		Args:  cobra.ExactArgs(3),
 		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
-			r, size, err := c.ReadFile(ctx, args[0], args[1])
+			r, size, err := c.ReadFile(ctx, args[0], args[1], fsOpts()...)
 			if err != nil {
 				return err
 			}

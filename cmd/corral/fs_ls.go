@@ -23,7 +23,7 @@ func newFsLsCmd() *cobra.Command {
 		Short: "List a directory in a sandbox",
 		Args:  cobra.ExactArgs(2),
 		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
-			es, err := c.ListDir(ctx, args[0], args[1], depth)
+			es, err := c.ListDir(ctx, args[0], args[1], depth, fsOpts()...)
 			if err != nil {
 				return err
 			}

@@ -14,7 +14,7 @@ func newFsMkdirCmd() *cobra.Command {
 		Short: "Create a directory (and its parents) in a sandbox",
 		Args:  cobra.ExactArgs(2),
 		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
-			_, err := c.MakeDir(ctx, args[0], args[1])
+			_, err := c.MakeDir(ctx, args[0], args[1], fsOpts()...)
 			return err
 		}),
 	}

@@ -32,7 +32,7 @@ func newFsPutCmd() *cobra.Command {
 			}
 			ctx, cancel := cmdContext()
 			defer cancel()
-			e, err := c.WriteFile(ctx, args[0], args[2], in, mode)
+			e, err := c.WriteFile(ctx, args[0], args[2], in, mode, fsOpts()...)
 			if err != nil {
 				return err
 			}

@@ -15,7 +15,7 @@ func newFsRmCmd() *cobra.Command {
 		Short: "Remove a file or directory in a sandbox",
 		Args:  cobra.ExactArgs(2),
 		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
-			return c.Remove(ctx, args[0], args[1], recursive)
+			return c.Remove(ctx, args[0], args[1], recursive, fsOpts()...)
 		}),
 	}
 	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "remove directories and their contents")

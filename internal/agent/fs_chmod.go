@@ -18,7 +18,7 @@ func (s *Server) fsChmod(w http.ResponseWriter, r *http.Request) error {
 	if req.Mode > 0o7777 {
 		return errdefs.Invalid("mode", "%o is not a mode", req.Mode)
 	}
-	sandbox, host, err := s.hostPath(req.Path, "", true)
+	sandbox, host, err := s.hostPath(req.Path, req.User, true)
 	if err != nil {
 		return err
 	}

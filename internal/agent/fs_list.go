@@ -16,7 +16,7 @@ import (
 // maxListEntries bounds one listing; the sandbox can make huge directories.
 const maxListEntries = 100_000
 
-// fsList is GET /v1/fs/list?path=P[&depth=1]: the entries below a directory,
+// fsList is GET /v1/fs/list?path=P[&depth=1][&user=U]: the entries below a directory,
 // depth levels deep. Symlinks are listed, never descended into.
 func (s *Server) fsList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
@@ -28,7 +28,7 @@ func (s *Server) fsList(w http.ResponseWriter, r *http.Request) error {
 		}
 		depth = n
 	}
-	sandbox, host, err := s.hostPath(q.Get("path"), "", true)
+	sandbox, host, err := s.hostPath(q.Get("path"), q.Get("user"), true)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,8 @@ import (
 	"corral/internal/fspath"
 )
 
-// fsMkdir is POST /v1/fs/mkdir: like mkdir -p.
+// fsMkdir is POST /v1/fs/mkdir: like mkdir -p; the directories it creates
+// belong to the request's user.
 func (s *Server) fsMkdir(w http.ResponseWriter, r *http.Request) error {
 	var req agentapi.MakeDirRequest
 	if err := decodeJSON(w, r, &req); err != nil {
@@ -21,11 +22,16 @@ func (s *Server) fsMkdir(w http.ResponseWriter, r *http.Request) error {
 	if mode == 0 {
 		mode = defaultDirMode
 	}
-	sandbox, err := s.absPath(req.Path, "")
+	acct, err := s.lookupUser(req.User)
 	if err != nil {
 		return err
 	}
-	host, err := fspath.MkdirAll(s.root, sandbox, agentapi.FileMode(mode))
+	sandbox, err := sandboxPath(req.Path, acct.home)
+	if err != nil {
+		return err
+	}
+	uid, gid := owner(acct, req.User != "")
+	host, err := fspath.MkdirAllAs(s.root, sandbox, agentapi.FileMode(mode), uid, gid)
 	if err != nil {
 		return fsError("mkdir", sandbox, err)
 	}

@@ -15,7 +15,7 @@ func (s *Server) fsRemove(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	sandbox, host, err := s.hostPath(req.Path, "", false)
+	sandbox, host, err := s.hostPath(req.Path, req.User, false)
 	if err != nil {
 		return err
 	}

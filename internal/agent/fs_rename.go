@@ -15,11 +15,11 @@ func (s *Server) fsRename(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	from, fromHost, err := s.hostPath(req.From, "", false)
+	from, fromHost, err := s.hostPath(req.From, req.User, false)
 	if err != nil {
 		return err
 	}
-	to, toHost, err := s.hostPath(req.To, "", false)
+	to, toHost, err := s.hostPath(req.To, req.User, false)
 	if err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ func TestFileWriteRead(t *testing.T) {
 		if _, err := env.c.WriteFile(ctx, "/bin/tool", strings.NewReader("v2"), 0, ""); err != nil {
 			t.Fatal(err)
 		}
-		info, err := env.c.Stat(ctx, "/bin/tool")
+		info, err := env.c.Stat(ctx, "/bin/tool", "")
 		if err != nil || info.Mode != 0o755 || info.Size != 2 {
 			t.Fatalf("Stat = %+v, %v", info, err)
 		}
@@ -116,7 +116,7 @@ func TestFileErrors(t *testing.T) {
 	requireRoot(t)
 	env := newFSEnv(t)
 	ctx := testCtx(t)
-	if _, err := env.c.MakeDir(ctx, "/dir/sub", 0); err != nil {
+	if _, err := env.c.MakeDir(ctx, "/dir/sub", 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Mkfifo(filepath.Join(env.root, "fifo"), 0o644); err != nil {
@@ -143,17 +143,17 @@ func TestFileErrors(t *testing.T) {
 			_, err := env.c.WriteFile(ctx, "/", strings.NewReader("x"), 0, "")
 			return err
 		}, errdefs.ErrInvalidArgument},
-		{"stat missing", func() error { _, err := env.c.Stat(ctx, "/nope"); return err }, errdefs.ErrNotFound},
-		{"list a file", func() error { _, err := env.c.ListDir(ctx, "/etc/passwd", 1); return err }, errdefs.ErrInvalidArgument},
-		{"list too deep", func() error { _, err := env.c.ListDir(ctx, "/", 17); return err }, errdefs.ErrInvalidArgument},
-		{"remove root", func() error { return env.c.Remove(ctx, "/", true) }, errdefs.ErrInvalidArgument},
-		{"remove root via dotdot", func() error { return env.c.Remove(ctx, "/dir/../..", true) }, errdefs.ErrInvalidArgument},
-		{"remove missing", func() error { return env.c.Remove(ctx, "/nope", false) }, errdefs.ErrNotFound},
-		{"remove non-empty", func() error { return env.c.Remove(ctx, "/dir", false) }, errdefs.ErrFailedPrecondition},
-		{"rename missing", func() error { _, err := env.c.Rename(ctx, "/nope", "/nope2"); return err }, errdefs.ErrNotFound},
-		{"rename root", func() error { _, err := env.c.Rename(ctx, "/", "/x"); return err }, errdefs.ErrInvalidArgument},
-		{"chmod missing", func() error { _, err := env.c.Chmod(ctx, "/nope", 0o600); return err }, errdefs.ErrNotFound},
-		{"mkdir through a file", func() error { _, err := env.c.MakeDir(ctx, "/etc/passwd/x", 0); return err }, errdefs.ErrInvalidArgument},
+		{"stat missing", func() error { _, err := env.c.Stat(ctx, "/nope", ""); return err }, errdefs.ErrNotFound},
+		{"list a file", func() error { _, err := env.c.ListDir(ctx, "/etc/passwd", 1, ""); return err }, errdefs.ErrInvalidArgument},
+		{"list too deep", func() error { _, err := env.c.ListDir(ctx, "/", 17, ""); return err }, errdefs.ErrInvalidArgument},
+		{"remove root", func() error { return env.c.Remove(ctx, "/", true, "") }, errdefs.ErrInvalidArgument},
+		{"remove root via dotdot", func() error { return env.c.Remove(ctx, "/dir/../..", true, "") }, errdefs.ErrInvalidArgument},
+		{"remove missing", func() error { return env.c.Remove(ctx, "/nope", false, "") }, errdefs.ErrNotFound},
+		{"remove non-empty", func() error { return env.c.Remove(ctx, "/dir", false, "") }, errdefs.ErrFailedPrecondition},
+		{"rename missing", func() error { _, err := env.c.Rename(ctx, "/nope", "/nope2", ""); return err }, errdefs.ErrNotFound},
+		{"rename root", func() error { _, err := env.c.Rename(ctx, "/", "/x", ""); return err }, errdefs.ErrInvalidArgument},
+		{"chmod missing", func() error { _, err := env.c.Chmod(ctx, "/nope", 0o600, ""); return err }, errdefs.ErrNotFound},
+		{"mkdir through a file", func() error { _, err := env.c.MakeDir(ctx, "/etc/passwd/x", 0, ""); return err }, errdefs.ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,11 +168,11 @@ func TestFileOps(t *testing.T) {
 	requireRoot(t)
 	env := newFSEnv(t)
 	ctx := testCtx(t)
-	info, err := env.c.MakeDir(ctx, "/a/b/c", 0o700)
+	info, err := env.c.MakeDir(ctx, "/a/b/c", 0o700, "")
 	if err != nil || info.Type != agentapi.EntryDir || info.Mode != 0o700 || info.Path != "/a/b/c" || info.Name != "c" {
 		t.Fatalf("MakeDir = %+v, %v", info, err)
 	}
-	if _, err := env.c.MakeDir(ctx, "/a/b/c", 0); err != nil {
+	if _, err := env.c.MakeDir(ctx, "/a/b/c", 0, ""); err != nil {
 		t.Fatalf("MakeDir of an existing dir: %v", err)
 	}
 	if _, err := env.c.WriteFile(ctx, "/a/b/c/f", strings.NewReader("abc"), 0, ""); err != nil {
@@ -183,7 +183,7 @@ func TestFileOps(t *testing.T) {
 	}
 
 	t.Run("stat symlink is lstat", func(t *testing.T) {
-		info, err := env.c.Stat(ctx, "/a/b/link")
+		info, err := env.c.Stat(ctx, "/a/b/link", "")
 		if err != nil || info.Type != agentapi.EntrySymlink || info.SymlinkTarget != "c/f" {
 			t.Fatalf("Stat = %+v, %v", info, err)
 		}
@@ -198,7 +198,7 @@ func TestFileOps(t *testing.T) {
 			1: {"/a/b/c", "/a/b/link"},
 			2: {"/a/b/c", "/a/b/c/f", "/a/b/link"},
 		} {
-			entries, err := env.c.ListDir(ctx, "/a/b", depth)
+			entries, err := env.c.ListDir(ctx, "/a/b", depth, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,13 +213,13 @@ func TestFileOps(t *testing.T) {
 		}
 	})
 	t.Run("chmod", func(t *testing.T) {
-		info, err := env.c.Chmod(ctx, "/a/b/c/f", 0o600)
+		info, err := env.c.Chmod(ctx, "/a/b/c/f", 0o600, "")
 		if err != nil || info.Mode != 0o600 || info.Permissions != "-rw-------" {
 			t.Fatalf("Chmod = %+v, %v", info, err)
 		}
 	})
 	t.Run("rename", func(t *testing.T) {
-		info, err := env.c.Rename(ctx, "/a/b/c/f", "/a/g")
+		info, err := env.c.Rename(ctx, "/a/b/c/f", "/a/g", "")
 		if err != nil || info.Path != "/a/g" || info.Size != 3 {
 			t.Fatalf("Rename = %+v, %v", info, err)
 		}
@@ -228,7 +228,7 @@ func TestFileOps(t *testing.T) {
 		if err := os.Symlink("/a/g", filepath.Join(env.root, "a/glink")); err != nil {
 			t.Fatal(err)
 		}
-		if err := env.c.Remove(ctx, "/a/glink", false); err != nil {
+		if err := env.c.Remove(ctx, "/a/glink", false, ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(filepath.Join(env.root, "a/g")); err != nil {
@@ -236,7 +236,7 @@ func TestFileOps(t *testing.T) {
 		}
 	})
 	t.Run("remove recursive", func(t *testing.T) {
-		if err := env.c.Remove(ctx, "/a", true); err != nil {
+		if err := env.c.Remove(ctx, "/a", true, ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Lstat(filepath.Join(env.root, "a")); !errors.Is(err, os.ErrNotExist) {
@@ -349,5 +349,62 @@ func TestWriteResolvConf(t *testing.T) {
 	}
 	if _, err := os.Stat(outside); !os.IsNotExist(err) {
 		t.Errorf("the write followed the symlink out of the root: %v", err)
+	}
+}
+
+// A request's user is the home its relative paths start at and the owner
+// of what it creates: the file, the parents a write makes, and every
+// directory a mkdir makes (not the ones that were there).
+func TestFileUser(t *testing.T) {
+	requireRoot(t)
+	env := newFSEnv(t)
+	ctx := testCtx(t)
+	ownerOf := func(p string) uint32 {
+		t.Helper()
+		fi, err := os.Lstat(filepath.Join(env.root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Uid
+	}
+	if _, err := env.c.MakeDir(ctx, "proj/src", 0, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"home/alice/proj", "home/alice/proj/src"} {
+		if got := ownerOf(p); got != 1000 {
+			t.Errorf("%s owned by %d, want alice (1000)", p, got)
+		}
+	}
+	if got := ownerOf("home/alice"); got != 0 {
+		t.Errorf("mkdir changed the owner of the existing home to %d", got)
+	}
+	if _, err := env.c.WriteFile(ctx, "/srv/new/f", strings.NewReader("x"), 0, "1000:1000"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"srv", "srv/new", "srv/new/f"} {
+		if got := ownerOf(p); got != 1000 {
+			t.Errorf("%s owned by %d, want 1000", p, got)
+		}
+	}
+	if info, err := env.c.Stat(ctx, "proj", "alice"); err != nil || info.Path != "/home/alice/proj" {
+		t.Fatalf("Stat of a relative path for alice = %+v, %v", info, err)
+	}
+	if _, err := env.c.Rename(ctx, "proj/src", "proj/lib", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := env.c.ListDir(ctx, "proj", 1, "alice"); err != nil || len(es) != 1 || es[0].Path != "/home/alice/proj/lib" {
+		t.Fatalf("ListDir for alice = %+v, %v", es, err)
+	}
+	if _, err := env.c.Chmod(ctx, "proj/lib", 0o700, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.c.Remove(ctx, "proj", true, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(env.root, "home/alice/proj")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("remove for alice left %v", err)
+	}
+	if _, err := env.c.MakeDir(ctx, "x", 0, "mallory"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("mkdir for an unknown user: %v", err)
 	}
 }

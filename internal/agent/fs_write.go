@@ -21,7 +21,8 @@ const (
 
 // fsWrite is PUT /v1/files?path=P[&mode=0644][&user=U]: the body is streamed
 // into a temporary file beside the target, then renamed over it, so readers
-// never see a partial file. Missing parent directories are created.
+// never see a partial file. Missing parent directories are created, owned
+// like the file.
 func (s *Server) fsWrite(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	mode, hasMode, err := parseMode(q.Get("mode"))
@@ -49,7 +50,8 @@ func (s *Server) fsWrite(w http.ResponseWriter, r *http.Request) error {
 	if !hasMode {
 		mode = existingMode(host)
 	}
-	dir, err := fspath.MkdirAll(s.root, fspath.Rel(s.root, filepath.Dir(host)), defaultDirMode)
+	uid, gid := owner(acct, q.Get("user") != "")
+	dir, err := fspath.MkdirAllAs(s.root, fspath.Rel(s.root, filepath.Dir(host)), defaultDirMode, uid, gid)
 	if err != nil {
 		return fsError("creating parent of", sandbox, err)
 	}
@@ -62,6 +64,16 @@ func (s *Server) fsWrite(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, info)
 	return nil
+}
+
+// owner is the uid:gid a file request gives what it creates: the
+// account's when the request named a user, else -1 (leave the agent's,
+// root's).
+func owner(acct account, named bool) (int, int) {
+	if !named {
+		return -1, -1
+	}
+	return int(acct.uid), int(acct.gid)
 }
 
 // writeAtomic copies body into a new temporary file in dir and renames it

@@ -44,10 +44,7 @@ func FileMode(u uint32) os.FileMode {
 // ReadFile opens a file for reading; it returns the body and its size.
 // Relative paths start at user's home (root's when user is empty).
 func (c *Client) ReadFile(ctx context.Context, path, user string) (io.ReadCloser, int64, error) {
-	q := url.Values{"path": {path}}
-	if user != "" {
-		q.Set("user", user)
-	}
+	q := userQuery(url.Values{"path": {path}}, user)
 	resp, err := c.do(ctx, http.MethodGet, c.prefix+PathFiles, q, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("agent read %s: %w", path, err)
@@ -77,22 +74,32 @@ func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, mode o
 	return info, nil
 }
 
-// Stat describes path; a final symlink is described, not followed.
-func (c *Client) Stat(ctx context.Context, path string) (EntryInfo, error) {
+// userQuery adds user to q when it is not root's "".
+func userQuery(q url.Values, user string) url.Values {
+	if user != "" {
+		q.Set("user", user)
+	}
+	return q
+}
+
+// Stat describes path; a final symlink is described, not followed. A
+// relative path starts at user's home.
+func (c *Client) Stat(ctx context.Context, path, user string) (EntryInfo, error) {
 	var info EntryInfo
-	q := url.Values{"path": {path}}
+	q := userQuery(url.Values{"path": {path}}, user)
 	if err := c.callJSON(ctx, http.MethodGet, c.prefix+PathStat, q, nil, &info); err != nil {
 		return EntryInfo{}, fmt.Errorf("agent stat %s: %w", path, err)
 	}
 	return info, nil
 }
 
-// ListDir lists a directory to the given depth (0 means 1).
-func (c *Client) ListDir(ctx context.Context, path string, depth int) ([]EntryInfo, error) {
+// ListDir lists a directory to the given depth (0 means 1). A relative
+// path starts at user's home.
+func (c *Client) ListDir(ctx context.Context, path string, depth int, user string) ([]EntryInfo, error) {
 	if depth <= 0 {
 		depth = 1
 	}
-	q := url.Values{"path": {path}, "depth": {strconv.Itoa(depth)}}
+	q := userQuery(url.Values{"path": {path}, "depth": {strconv.Itoa(depth)}}, user)
 	var out DirList
 	if err := c.callJSON(ctx, http.MethodGet, c.prefix+PathListDir, q, nil, &out); err != nil {
 		return nil, fmt.Errorf("agent list %s: %w", path, err)
@@ -100,11 +107,11 @@ func (c *Client) ListDir(ctx context.Context, path string, depth int) ([]EntryIn
 	return out.Entries, nil
 }
 
-// MakeDir creates path and its missing parents (mkdir -p); a zero mode is
-// 0755.
-func (c *Client) MakeDir(ctx context.Context, path string, mode os.FileMode) (EntryInfo, error) {
+// MakeDir creates path and its missing parents (mkdir -p), owned by user;
+// a zero mode is 0755.
+func (c *Client) MakeDir(ctx context.Context, path string, mode os.FileMode, user string) (EntryInfo, error) {
 	var info EntryInfo
-	req := MakeDirRequest{Path: path, Mode: UnixMode(mode)}
+	req := MakeDirRequest{Path: path, Mode: UnixMode(mode), User: user}
 	if err := c.callJSON(ctx, http.MethodPost, c.prefix+PathMakeDir, nil, req, &info); err != nil {
 		return EntryInfo{}, fmt.Errorf("agent mkdir %s: %w", path, err)
 	}
@@ -113,8 +120,8 @@ func (c *Client) MakeDir(ctx context.Context, path string, mode os.FileMode) (En
 
 // Remove removes path (a final symlink itself, not its target); a non-empty
 // directory needs recursive. Removing "/" is refused.
-func (c *Client) Remove(ctx context.Context, path string, recursive bool) error {
-	req := RemoveRequest{Path: path, Recursive: recursive}
+func (c *Client) Remove(ctx context.Context, path string, recursive bool, user string) error {
+	req := RemoveRequest{Path: path, Recursive: recursive, User: user}
 	if err := c.callJSON(ctx, http.MethodPost, c.prefix+PathRemove, nil, req, nil); err != nil {
 		return fmt.Errorf("agent remove %s: %w", path, err)
 	}
@@ -122,9 +129,9 @@ func (c *Client) Remove(ctx context.Context, path string, recursive bool) error 
 }
 
 // Rename renames from to to and describes the result.
-func (c *Client) Rename(ctx context.Context, from, to string) (EntryInfo, error) {
+func (c *Client) Rename(ctx context.Context, from, to, user string) (EntryInfo, error) {
 	var info EntryInfo
-	req := RenameRequest{From: from, To: to}
+	req := RenameRequest{From: from, To: to, User: user}
 	if err := c.callJSON(ctx, http.MethodPost, c.prefix+PathRename, nil, req, &info); err != nil {
 		return EntryInfo{}, fmt.Errorf("agent rename %s to %s: %w", from, to, err)
 	}
@@ -132,9 +139,9 @@ func (c *Client) Rename(ctx context.Context, from, to string) (EntryInfo, error)
 }
 
 // Chmod changes path's mode bits.
-func (c *Client) Chmod(ctx context.Context, path string, mode os.FileMode) (EntryInfo, error) {
+func (c *Client) Chmod(ctx context.Context, path string, mode os.FileMode, user string) (EntryInfo, error) {
 	var info EntryInfo
-	req := ChmodRequest{Path: path, Mode: UnixMode(mode)}
+	req := ChmodRequest{Path: path, Mode: UnixMode(mode), User: user}
 	if err := c.callJSON(ctx, http.MethodPost, c.prefix+PathChmod, nil, req, &info); err != nil {
 		return EntryInfo{}, fmt.Errorf("agent chmod %s: %w", path, err)
 	}

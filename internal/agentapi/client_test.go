@@ -149,7 +149,7 @@ func TestErrorDecoding(t *testing.T) {
 			ctx := context.Background()
 			checks := map[string]error{
 				"signal": c.Signal(ctx, 1, syscall.SIGTERM),
-				"stat":   func() error { _, err := c.Stat(ctx, "/x"); return err }(),
+				"stat":   func() error { _, err := c.Stat(ctx, "/x", ""); return err }(),
 				"start":  func() error { _, err := c.Start(ctx, StartRequest{Args: []string{"x"}}); return err }(),
 				"read":   func() error { _, _, err := c.ReadFile(ctx, "/x", ""); return err }(),
 			}

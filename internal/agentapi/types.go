@@ -198,28 +198,37 @@ type DirList struct {
 	Entries []EntryInfo `json:"entries"`
 }
 
+// In every file request, User (a name or uid, optionally :group; empty is
+// root) is the user whose home a relative path starts at and who owns what
+// the request creates. Agents older than the field ignore it: their
+// relative paths start at root's home and what they create is root's.
+
 // MakeDirRequest is the body of POST /v1/fs/mkdir.
 type MakeDirRequest struct {
 	Path string `json:"path"`
 	Mode uint32 `json:"mode,omitempty"`
+	User string `json:"user,omitempty"`
 }
 
 // RemoveRequest is the body of POST /v1/fs/remove.
 type RemoveRequest struct {
 	Path      string `json:"path"`
 	Recursive bool   `json:"recursive,omitempty"`
+	User      string `json:"user,omitempty"`
 }
 
 // RenameRequest is the body of POST /v1/fs/rename.
 type RenameRequest struct {
 	From string `json:"from"`
 	To   string `json:"to"`
+	User string `json:"user,omitempty"`
 }
 
 // ChmodRequest is the body of POST /v1/fs/chmod.
 type ChmodRequest struct {
 	Path string `json:"path"`
 	Mode uint32 `json:"mode"`
+	User string `json:"user,omitempty"`
 }
 
 // Files the agent itself writes into a sandbox's root at start, as paths

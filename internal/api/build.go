@@ -20,11 +20,6 @@ const maxBuildBody = 8 << 20
 // is the last event (done or error). A client that goes away cancels the
 // build; steps already cached stay cached.
 func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
-	st, err := s.images()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	if s.builder == nil {
 		writeError(w, fmt.Errorf("%w: this daemon does not build images", errdefs.ErrNotSupported))
 		return
@@ -52,7 +47,12 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("image built", "op", "build", "tag", req.Tag, "image", img.Digest)
-	apiImg := s.toImage(st, img)
+	built, err := s.m.Images().Get(string(img.Digest))
+	if err != nil {
+		out.send(apiv1.BuildEvent{Type: apiv1.BuildEventError, Error: &apiv1.ErrorDetail{Code: errdefs.Code(err), Message: err.Error()}})
+		return
+	}
+	apiImg := toImage(built)
 	out.send(apiv1.BuildEvent{Type: apiv1.BuildEventDone, Image: &apiImg})
 }
 
@@ -88,12 +88,7 @@ const maxLayerBytes = 64 << 30
 // uploadLayer adds a layer tar (plain or gzip) to the store: the copy
 // steps of a build upload their files this way.
 func (s *Server) uploadLayer(w http.ResponseWriter, r *http.Request) {
-	st, err := s.images()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	l, err := st.AddLayer(r.Context(), http.MaxBytesReader(w, r.Body, maxLayerBytes), "")
+	l, err := s.m.Images().AddLayer(r.Context(), http.MaxBytesReader(w, r.Body, maxLayerBytes))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -103,17 +98,12 @@ func (s *Server) uploadLayer(w http.ResponseWriter, r *http.Request) {
 
 // getLayer reports whether the store holds a layer.
 func (s *Server) getLayer(w http.ResponseWriter, r *http.Request) {
-	st, err := s.images()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	d, err := store.ParseDigest(r.PathValue("digest"))
 	if err != nil {
 		writeError(w, errdefs.Invalid("digest", "%v", err))
 		return
 	}
-	l, err := st.Layer(d)
+	l, err := s.m.Images().Layer(d)
 	if err != nil {
 		writeError(w, err)
 		return

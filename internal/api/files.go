@@ -41,41 +41,46 @@ func toEntry(e agentapi.EntryInfo) apiv1.Entry {
 		Owner: e.Owner, Group: e.Group, ModifiedAt: e.ModifiedAt, SymlinkTarget: e.SymlinkTarget}
 }
 
-// withAgent runs f with the sandbox's agent, holding its activity.
-func (s *Server) withAgent(w http.ResponseWriter, r *http.Request, f func(c *agentapi.Client) error) {
-	c, release, err := s.m.Agent(r.PathValue("id"))
+// userParam is the ?user= of a file call ("" is the sandbox's default
+// user), bounded like an exec's.
+func userParam(r *http.Request) (string, error) {
+	u := r.URL.Query().Get("user")
+	if len(u) > 64 {
+		return "", errdefs.Invalid("user", "longer than 64 bytes")
+	}
+	return u, nil
+}
+
+// pathAndUser reads ?path= and ?user=.
+func pathAndUser(r *http.Request) (string, string, error) {
+	path, err := pathParam(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return "", "", err
 	}
-	defer release()
-	if err := f(c); err != nil {
-		writeError(w, err)
-	}
+	user, err := userParam(r)
+	return path, user, err
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
-	path, err := pathParam(r)
+	path, user, err := pathAndUser(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.withAgent(w, r, func(c *agentapi.Client) error {
-		body, size, err := c.ReadFile(r.Context(), path, r.URL.Query().Get("user"))
-		if err != nil {
-			return err
-		}
-		defer body.Close()
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.CopyBuffer(w, body, make([]byte, 256<<10))
-		return nil
-	})
+	body, size, err := s.m.Files().Read(r.Context(), r.PathValue("id"), path, user)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer body.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.CopyBuffer(w, body, make([]byte, 256<<10))
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
-	path, err := pathParam(r)
+	path, user, err := pathAndUser(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -85,34 +90,31 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.withAgent(w, r, func(c *agentapi.Client) error {
-		e, err := c.WriteFile(r.Context(), path, r.Body, mode, r.URL.Query().Get("user"))
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, toEntry(e))
-		return nil
-	})
+	e, err := s.m.Files().Write(r.Context(), r.PathValue("id"), path, r.Body, mode, user)
+	writeEntry(w, e, err)
 }
 
-func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
-	path, err := pathParam(r)
+// writeEntry answers with an entry, or the error.
+func writeEntry(w http.ResponseWriter, e agentapi.EntryInfo, err error) {
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.withAgent(w, r, func(c *agentapi.Client) error {
-		e, err := c.Stat(r.Context(), path)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, toEntry(e))
-		return nil
-	})
+	writeJSON(w, http.StatusOK, toEntry(e))
+}
+
+func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
+	path, user, err := pathAndUser(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	e, err := s.m.Files().Stat(r.Context(), r.PathValue("id"), path, user)
+	writeEntry(w, e, err)
 }
 
 func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
-	path, err := pathParam(r)
+	path, user, err := pathAndUser(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -124,18 +126,16 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.withAgent(w, r, func(c *agentapi.Client) error {
-		es, err := c.ListDir(r.Context(), path, depth)
-		if err != nil {
-			return err
-		}
-		out := apiv1.EntryList{Entries: []apiv1.Entry{}}
-		for _, e := range es {
-			out.Entries = append(out.Entries, toEntry(e))
-		}
-		writeJSON(w, http.StatusOK, out)
-		return nil
-	})
+	es, err := s.m.Files().List(r.Context(), r.PathValue("id"), path, depth, user)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := apiv1.EntryList{Entries: []apiv1.Entry{}}
+	for _, e := range es {
+		out.Entries = append(out.Entries, toEntry(e))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) pathBody(w http.ResponseWriter, r *http.Request) (apiv1.PathRequest, bool) {
@@ -152,6 +152,10 @@ func (s *Server) pathBody(w http.ResponseWriter, r *http.Request) (apiv1.PathReq
 		writeError(w, errdefs.Invalid("mode", "must be at most 07777, got %o", req.Mode))
 		return req, false
 	}
+	if len(req.User) > 64 {
+		writeError(w, errdefs.Invalid("user", "longer than 64 bytes"))
+		return req, false
+	}
 	return req, true
 }
 
@@ -164,14 +168,8 @@ func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) {
 	if mode == 0 {
 		mode = 0o755
 	}
-	s.withAgent(w, r, func(c *agentapi.Client) error {
-		e, err := c.MakeDir(r.Context(), req.Path, mode)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, toEntry(e))
-		return nil
-	})
+	e, err := s.m.Files().MakeDir(r.Context(), r.PathValue("id"), req.Path, mode, req.User)
+	writeEntry(w, e, err)
 }
 
 func (s *Server) removePath(w http.ResponseWriter, r *http.Request) {
@@ -179,13 +177,11 @@ func (s *Server) removePath(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.withAgent(w, r, func(c *agentapi.Client) error {
-		if err := c.Remove(r.Context(), req.Path, req.Recursive); err != nil {
-			return err
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
-	})
+	if err := s.m.Files().Remove(r.Context(), r.PathValue("id"), req.Path, req.Recursive, req.User); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) chmodPath(w http.ResponseWriter, r *http.Request) {
@@ -193,14 +189,8 @@ func (s *Server) chmodPath(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.withAgent(w, r, func(c *agentapi.Client) error {
-		e, err := c.Chmod(r.Context(), req.Path, os.FileMode(req.Mode))
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, toEntry(e))
-		return nil
-	})
+	e, err := s.m.Files().Chmod(r.Context(), r.PathValue("id"), req.Path, os.FileMode(req.Mode), req.User)
+	writeEntry(w, e, err)
 }
 
 func (s *Server) renamePath(w http.ResponseWriter, r *http.Request) {
@@ -213,12 +203,10 @@ func (s *Server) renamePath(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalid("from/to", "both required, at most %d bytes", maxPath))
 		return
 	}
-	s.withAgent(w, r, func(c *agentapi.Client) error {
-		e, err := c.Rename(r.Context(), req.From, req.To)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, toEntry(e))
-		return nil
-	})
+	if len(req.User) > 64 {
+		writeError(w, errdefs.Invalid("user", "longer than 64 bytes"))
+		return
+	}
+	e, err := s.m.Files().Rename(r.Context(), r.PathValue("id"), req.From, req.To, req.User)
+	writeEntry(w, e, err)
 }

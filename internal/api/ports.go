@@ -44,7 +44,7 @@ func (s *Server) portRequest(r *http.Request) (string, int, error) {
 		admin = subtle.ConstantTimeCompare([]byte(bearer), []byte(s.token)) == 1
 		token = bearer
 	}
-	return id, port, s.m.PortAccess(id, port, token, admin)
+	return id, port, s.m.Ports().Access(id, port, token, admin)
 }
 
 // proxyPort forwards HTTP (WebSocket upgrades included) to an exposed port.
@@ -71,7 +71,7 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return s.m.DialPort(ctx, id, port, remote, r.Method+" "+path)
+				return s.m.Ports().Dial(ctx, id, port, remote, r.Method+" "+path)
 			},
 			DisableKeepAlives:     true,
 			ResponseHeaderTimeout: 5 * time.Minute,
@@ -104,7 +104,7 @@ func (s *Server) tunnelPort(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: this connection cannot be upgraded (HTTP/2?)", errdefs.ErrNotSupported))
 		return
 	}
-	up, err := s.m.DialPort(r.Context(), id, port, r.RemoteAddr, "tunnel")
+	up, err := s.m.Ports().Dial(r.Context(), id, port, r.RemoteAddr, "tunnel")
 	if err != nil {
 		writeError(w, err)
 		return

@@ -38,7 +38,7 @@ func (s *Server) execProcess(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	// The agent stream lives as long as this request; a background process
 	// outlives it, a foreground one is killed when the caller goes away.
-	proc, err := s.m.Exec(r.Context(), id, p)
+	proc, err := s.m.Processes().Exec(r.Context(), id, p)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -50,7 +50,7 @@ func (s *Server) execProcess(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		// Not found: it ended meanwhile; failed precondition or unavailable:
 		// the sandbox is going away, taking the process with it.
-		if err := s.m.Signal(ctx, id, proc.PID(), syscall.SIGKILL); err != nil && !errors.Is(err, errdefs.ErrNotFound) &&
+		if err := s.m.Processes().Signal(ctx, id, proc.PID(), syscall.SIGKILL); err != nil && !errors.Is(err, errdefs.ErrNotFound) &&
 			!errors.Is(err, errdefs.ErrFailedPrecondition) && !errors.Is(err, errdefs.ErrUnavailable) {
 			s.log.Warn("killing abandoned process", "sandbox", id, "pid", proc.PID(), "err", err)
 		}
@@ -100,7 +100,7 @@ func pidOf(r *http.Request) (int, error) {
 }
 
 func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.m.Processes(r.Context(), r.PathValue("id"))
+	ps, err := s.m.Processes().List(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -118,7 +118,7 @@ func (s *Server) attachProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	proc, err := s.m.Attach(r.Context(), r.PathValue("id"), pid)
+	proc, err := s.m.Processes().Attach(r.Context(), r.PathValue("id"), pid)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -136,7 +136,7 @@ func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	closeAfter := r.URL.Query().Get("close") == "true" || r.URL.Query().Get("close") == "1"
-	if err := s.m.Stdin(r.Context(), r.PathValue("id"), pid, r.Body, closeAfter); err != nil {
+	if err := s.m.Processes().Stdin(r.Context(), r.PathValue("id"), pid, r.Body, closeAfter); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -159,7 +159,7 @@ func (s *Server) signalProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := s.m.Signal(r.Context(), r.PathValue("id"), pid, sig); err != nil {
+	if err := s.m.Processes().Signal(r.Context(), r.PathValue("id"), pid, sig); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -177,7 +177,7 @@ func (s *Server) resizeProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := s.m.Resize(r.Context(), r.PathValue("id"), pid, req.Cols, req.Rows); err != nil {
+	if err := s.m.Processes().Resize(r.Context(), r.PathValue("id"), pid, req.Cols, req.Rows); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -88,6 +88,9 @@ func toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 	if len(out.Ports) > 0 {
 		out.PortToken = sb.PortToken
 	}
+	for _, p := range sb.Phases {
+		out.CreatePhases = append(out.CreatePhases, apiv1.Phase{Name: p.Name, MS: float64(p.Duration.Microseconds()) / 1000})
+	}
 	if !sb.StartedAt.IsZero() {
 		t := sb.StartedAt
 		out.StartedAt = &t

@@ -155,7 +155,9 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
 		}
 		v.WarmPool.Size += p.Size
 		v.WarmPool.Ready += p.Ready
-		v.WarmPools = append(v.WarmPools, apiv1.WarmPool{Size: p.Size, Ready: p.Ready, Runtime: p.Spec.Runtime,
+		v.WarmPool.Hits += p.Hits
+		v.WarmPool.Misses += p.Misses
+		v.WarmPools = append(v.WarmPools, apiv1.WarmPool{Size: p.Size, Ready: p.Ready, Hits: p.Hits, Misses: p.Misses, Runtime: p.Spec.Runtime,
 			Image: p.Spec.Image, CPU: p.Spec.CPU, MemoryMB: p.Spec.MemoryMB, DiskMB: p.Spec.DiskMB})
 	}
 	writeJSON(w, http.StatusOK, v)

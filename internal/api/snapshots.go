@@ -11,11 +11,6 @@ import (
 
 // snapshotFS turns a running sandbox's files into an image.
 func (s *Server) snapshotFS(w http.ResponseWriter, r *http.Request) {
-	st, err := s.images()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	if s.builder == nil {
 		writeError(w, fmt.Errorf("%w: this daemon does not make images", errdefs.ErrNotSupported))
 		return
@@ -30,7 +25,8 @@ func (s *Server) snapshotFS(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.toImage(st, img))
+	described, err := s.m.Images().Get(string(img.Digest))
+	writeImage(w, described, err)
 }
 
 // pauseSandbox saves a running sandbox to disk.
@@ -62,7 +58,7 @@ func (s *Server) snapshotMemory(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sn, err := s.m.SnapshotMemory(r.Context(), r.PathValue("id"), req.Name)
+	sn, err := s.m.Snapshots().Take(r.Context(), r.PathValue("id"), req.Name)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -71,7 +67,7 @@ func (s *Server) snapshotMemory(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
-	all, err := s.m.Snapshots(r.Context())
+	all, err := s.m.Snapshots().List(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -84,7 +80,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	sn, err := s.m.Snapshot(r.Context(), r.PathValue("ref"))
+	sn, err := s.m.Snapshots().Get(r.Context(), r.PathValue("ref"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -93,7 +89,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	sn, err := s.m.RemoveSnapshot(r.Context(), r.PathValue("ref"))
+	sn, err := s.m.Snapshots().Remove(r.Context(), r.PathValue("ref"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -108,7 +104,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	copies, err := s.m.Fork(r.Context(), r.PathValue("id"), req.Count)
+	copies, err := s.m.Snapshots().Fork(r.Context(), r.PathValue("id"), req.Count)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -34,6 +34,9 @@ type Config struct {
 	// Template measures only creates from a memory snapshot (a template)
 	// beside cold ones, on Runtime.
 	Template bool
+	// Breakdown measures only cold creates, step by step, beside raw
+	// runsc's time to interactive.
+	Breakdown bool
 }
 
 // Result is one measured figure.
@@ -63,6 +66,9 @@ func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error
 	}
 	if cfg.Runtime == "vm" {
 		return runVM(ctx, c, cfg, out)
+	}
+	if cfg.Breakdown {
+		return runBreakdown(ctx, c, cfg, out)
 	}
 	raw, err := newRaw(cfg)
 	if err != nil {

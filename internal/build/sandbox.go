@@ -73,7 +73,7 @@ func (r *run) inSandbox(ctx context.Context, n int, s step, st state) (store.Dig
 
 // runCommand runs cmd to its end, streaming its output as events.
 func (r *run) runCommand(ctx context.Context, n int, id string, cmd stepCommand) error {
-	proc, err := r.b.cfg.Manager.Exec(ctx, id, manager.ExecParams{
+	proc, err := r.b.cfg.Manager.Processes().Exec(ctx, id, manager.ExecParams{
 		Args: cmd.args, Env: cmd.env, Cwd: cmd.cwd, User: cmd.user, Timeout: r.p.stepTimeout, Tag: "corral-build",
 	})
 	if err != nil {
@@ -108,7 +108,7 @@ func (r *run) exportLayer(ctx context.Context, id string) (store.Digest, error) 
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.b.cfg.Manager.ExportChanges(ctx, id, pw)
+		_, err := r.b.cfg.Manager.Files().ExportChanges(ctx, id, pw)
 		pw.CloseWithError(err)
 		done <- err
 	}()

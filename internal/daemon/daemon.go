@@ -28,7 +28,7 @@ import (
 	"corral/internal/runtime"
 	"corral/internal/runtime/gvisor"
 	"corral/internal/runtime/vm"
-	"corral/internal/store"
+	"corral/internal/records"
 )
 
 // Config is what `corral serve` is started with.
@@ -73,7 +73,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if _, err := os.Stat(filepath.Join(cfg.BaseRootFS, "bin/sh")); err != nil {
 		return fmt.Errorf("base root filesystem %s is missing or incomplete (run scripts/setup.sh): %w", cfg.BaseRootFS, err)
 	}
-	st, err := store.Open(ctx, filepath.Join(cfg.StateDir, "corral.db"))
+	st, err := records.Open(ctx, filepath.Join(cfg.StateDir, "corral.db"))
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 		runtimes["vm"] = v
 	}
 	m, err := manager.New(ctx, manager.Config{
-		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Store: st, Logger: log,
+		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Records: st, Logger: log,
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images,
 	})

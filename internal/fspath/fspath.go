@@ -162,6 +162,14 @@ func join(rel, part string) string {
 // symlink, and a component that turns out to be anything but a directory is
 // an error (ENOTDIR), so a concurrent writer cannot redirect it outside root.
 func MkdirAll(root, path string, perm os.FileMode) (string, error) {
+	return MkdirAllAs(root, path, perm, -1, -1)
+}
+
+// MkdirAllAs is MkdirAll that gives every directory it creates (not the
+// ones that exist) to uid:gid; a negative uid leaves the owner alone. The
+// owner is changed with lchown, so a directory swapped for a symlink
+// meanwhile changes nothing outside root.
+func MkdirAllAs(root, path string, perm os.FileMode, uid, gid int) (string, error) {
 	host, err := Resolve(root, path)
 	if err != nil {
 		return "", err
@@ -174,24 +182,34 @@ func MkdirAll(root, path string, perm os.FileMode) (string, error) {
 			continue
 		}
 		dir = filepath.Join(dir, part)
-		if err := mkdirOne(dir, perm); err != nil {
+		made, err := mkdirOne(dir, perm)
+		if err != nil {
 			return "", err
+		}
+		if made && uid >= 0 {
+			if err := os.Lchown(dir, uid, gid); err != nil {
+				return "", err
+			}
 		}
 	}
 	return host, nil
 }
 
-func mkdirOne(dir string, perm os.FileMode) error {
+// mkdirOne makes dir, reporting whether it did (false: it was there).
+func mkdirOne(dir string, perm os.FileMode) (bool, error) {
 	err := os.Mkdir(dir, perm)
-	if err == nil || !errors.Is(err, os.ErrExist) {
-		return err
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return false, err
 	}
 	fi, err := os.Lstat(dir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !fi.IsDir() {
-		return &os.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+		return false, &os.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
 	}
-	return nil
+	return false, nil
 }

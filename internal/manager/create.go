@@ -3,14 +3,13 @@ package manager
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sort"
 	"time"
 
-	"corral/internal/agentapi"
-	"corral/internal/cleanup"
 	"corral/internal/errdefs"
+	"corral/internal/ids"
+	"corral/internal/manager/handle"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
 )
@@ -25,17 +24,8 @@ const entrypointTag = "corral-entrypoint"
 func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
 	var from *sandbox.Snapshot
 	if spec.FromSnapshot != "" {
-		if !sandbox.ValidSnapshotRef(spec.FromSnapshot) {
-			return nil, errdefs.Invalid("from_snapshot", "%q is neither a snapshot id nor a snapshot name", spec.FromSnapshot)
-		}
-		rec, err := m.Snapshot(ctx, spec.FromSnapshot)
+		rec, err := m.snaps.restorable(ctx, &spec)
 		if err != nil {
-			return nil, err
-		}
-		if err := fromSnapshot(&spec, rec); err != nil {
-			return nil, err
-		}
-		if err := m.checkRestorable(ctx, rec); err != nil {
 			return nil, err
 		}
 		from = rec
@@ -47,20 +37,18 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
-	if pool := m.poolFor(spec); pool != nil && from == nil {
-		if l := pool.take(); l != nil {
-			defer m.refill()
-			sb, ok, err := m.claim(ctx, l, spec)
-			if ok || err != nil {
-				return sb, err
-			}
+	if from == nil {
+		if rec, ok, err := m.claimFromPool(ctx, spec); ok || err != nil {
+			return rec, err
 		}
 	}
-	l, err := m.launch(ctx, spec, rt, func(l *live) { l.from = from })
+	m.foreground.Add(1)
+	defer m.foreground.Add(-1)
+	h, err := m.launch(ctx, spec, rt, launchOpts{from: from})
 	if err != nil {
 		return nil, err
 	}
-	return l.snapshot(), nil
+	return h.Record(), nil
 }
 
 // resolve applies the operator's network policy to a normalized spec and
@@ -81,176 +69,160 @@ func (m *Manager) resolve(spec *sandbox.Spec) (runtime.Runtime, error) {
 	return rt, nil
 }
 
-// launch records and starts a new sandbox of spec on rt; mark sets what
-// the start must know (a snapshot to copy, a pool to wait in) before it
-// begins. A failed start is recorded as failed, with everything undone.
-func (m *Manager) launch(ctx context.Context, spec sandbox.Spec, rt runtime.Runtime, mark func(*live)) (*live, error) {
-	id := sandbox.NewID()
-	sb := &sandbox.Sandbox{
-		ID: id, Spec: spec, State: sandbox.Creating, CreatedAt: time.Now().UTC(),
+// launchOpts are what a start must know besides the spec.
+type launchOpts struct {
+	from   *sandbox.Snapshot // start as a copy of this memory snapshot
+	pooled bool              // for a warm pool: not announced or watched until claimed
+}
+
+// launch records and starts a new sandbox of spec on rt. A failed start
+// is torn down and recorded as failed.
+func (m *Manager) launch(ctx context.Context, spec sandbox.Spec, rt runtime.Runtime, o launchOpts) (*handle.Handle, error) {
+	t0 := time.Now()
+	id := ids.NewSandbox()
+	rec := &sandbox.Sandbox{
+		ID: id, Spec: spec, State: sandbox.Creating, CreatedAt: t0.UTC(),
 		Dir: filepath.Join(m.cfg.sandboxesDir(), id), PortToken: newPortToken(),
 	}
-	l, err := m.admit(ctx, sb, rt)
+	h, err := m.admit(rec, rt)
 	if err != nil {
 		return nil, err
 	}
-	mark(l)
-	l.op.Lock()
-	defer l.op.Unlock()
-	if err := m.start(ctx, l); err != nil {
-		m.fail(l, err)
+	h.Lock()
+	defer h.Unlock()
+	// The creating record is written while the start goes on: until the
+	// start's own record write (which waits for it) nothing is
+	// acknowledged, and what a crash meanwhile leaves on the host has no
+	// live record, so reconcile destroys it as an orphan.
+	admitted := make(chan error, 1)
+	go func() {
+		admitted <- m.records.PutSandbox(context.WithoutCancel(ctx), rec)
+		close(admitted) // a second receive (after a failure) does not block
+	}()
+	tr := newTrace(t0)
+	tr.step("admission")
+	if err := m.start(ctx, h, o, tr, admitted); err != nil {
+		<-admitted
+		h.Fail(err)
+		m.forget(h)
 		return nil, fmt.Errorf("creating sandbox %s: %w", id, err)
 	}
-	return l, nil
+	return h, nil
 }
 
-// admit records the new sandbox (durably, before anything is created, so a
-// crash mid-create is reconciled) and registers it, within the live limit.
-func (m *Manager) admit(ctx context.Context, sb *sandbox.Sandbox, rt runtime.Runtime) (*live, error) {
+// admit registers a new sandbox within the live limit; its record is
+// written by the caller, outside the manager's lock.
+func (m *Manager) admit(rec *sandbox.Sandbox, rt runtime.Runtime) (*handle.Handle, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.live) >= m.cfg.MaxSandboxes {
-		return nil, fmt.Errorf("%w: %d sandboxes already live (limit %d)", errdefs.ErrResourceExhausted, len(m.live), m.cfg.MaxSandboxes)
+	if len(m.handles) >= m.cfg.MaxSandboxes {
+		return nil, fmt.Errorf("%w: %d sandboxes already live (limit %d)", errdefs.ErrResourceExhausted, len(m.handles), m.cfg.MaxSandboxes)
 	}
-	if err := m.store.PutSandbox(ctx, sb); err != nil {
-		return nil, err
-	}
-	l := newLive(sb, rt)
-	m.live[sb.ID] = l
-	return l, nil
+	h := handle.New(rec, rt, m.host)
+	m.handles[rec.ID] = h
+	return h, nil
 }
 
-// start runs the create steps; each registers its undo.
-func (m *Manager) start(ctx context.Context, l *live) error {
-	c := cleanup.Make(ctx)
-	defer c.Clean()
-	sb := l.snapshot()
+// start runs the create steps, each timed into tr; a failure anywhere is
+// undone by the caller's one teardown (handle.Fail). admitted delivers the
+// result of the creating record's write.
+func (m *Manager) start(ctx context.Context, h *handle.Handle, o launchOpts, tr *trace, admitted <-chan error) error {
+	rec := h.Record()
 	params := runtime.StartParams{
-		Ref:         l.ref,
-		AgentBinary: m.cfg.AgentBinary,
-		Env:         envList(sb.Spec.Env),
-		Resources:   resourcesOf(sb.Spec),
-		Hostname:    sb.ID,
+		Ref: h.Ref(), AgentBinary: m.cfg.AgentBinary, Env: envList(rec.Spec.Env),
+		Resources: resourcesOf(rec.Spec), Hostname: rec.ID, Trace: tr.sub("runtime."),
 	}
-	if err := m.prepareImage(c, l, &params); err != nil {
+	if err := m.prepareImage(h, &params); err != nil {
 		return err
 	}
-	c.Add(func(ctx context.Context) {
-		if err := m.detachNetwork(ctx, sb.ID); err != nil {
-			m.log.Error("rolling back sandbox network", "sandbox", sb.ID, "err", err)
-		}
-	})
-	netID, err := m.attachNetwork(ctx, sb.ID, sb.Spec.Network, &params)
+	tr.step("image")
+	netID, err := m.attachNetwork(ctx, rec.ID, rec.Spec.Network, &params)
 	if err != nil {
 		return err
 	}
-	c.Add(func(ctx context.Context) {
-		if err := l.rt.Destroy(ctx, l.ref); err != nil {
-			m.log.Error("rolling back sandbox", "sandbox", sb.ID, "err", err)
-		}
-	})
-	if err := m.startRuntime(ctx, l, params); err != nil {
-		return fmt.Errorf("starting runtime %s: %w", l.rt.Name(), err)
+	tr.step("network")
+	if err := startRuntime(ctx, h.Runtime(), params, o.from); err != nil {
+		return fmt.Errorf("starting runtime %s: %w", h.Runtime().Name(), err)
 	}
-	client, err := m.connect(ctx, l)
+	tr.step("runtime")
+	client, err := h.Connect(ctx)
 	if err != nil {
 		return err
 	}
-	c.Add(func(context.Context) { client.Close() })
-	if l.from != nil {
-		if err := m.giveIdentity(ctx, l, client, netID, params.Nameservers); err != nil {
+	h.SetAgent(client)
+	tr.step("agent")
+	if o.from != nil {
+		if err := m.giveIdentity(ctx, h, client, netID, params.Nameservers); err != nil {
 			return err
 		}
+		tr.step("identity")
 	}
-	if len(sb.Spec.Entrypoint) > 0 {
-		if err := m.startEntrypoint(ctx, l, client); err != nil {
+	if len(rec.Spec.Entrypoint) > 0 {
+		if err := m.startEntrypoint(ctx, h, client); err != nil {
 			return err
 		}
+		tr.step("entrypoint")
 	}
+	if err := <-admitted; err != nil {
+		return fmt.Errorf("recording the sandbox: %w", err)
+	}
+	tr.step("admitted")
+	return m.markRunning(ctx, h, client, o.pooled, tr)
+}
+
+// markRunning persists the running state (with its event, in the same
+// write) and starts the watchers, unless the sandbox waits in a pool.
+func (m *Manager) markRunning(ctx context.Context, h *handle.Handle, client agentVersioner, pooled bool, tr *trace) error {
 	var info map[string]string
-	if d, ok := l.rt.(runtime.Describer); ok {
-		info = d.Describe(l.ref)
+	if d, ok := h.Runtime().(runtime.Describer); ok {
+		info = d.Describe(h.Ref())
 	}
-	rec, err := l.move(sandbox.Running, func(s *sandbox.Sandbox) {
-		s.StartedAt = time.Now().UTC()
-		s.AgentVersion = client.AgentVersion()
-		s.RuntimeInfo = info
-	})
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	l.client = client
-	l.mu.Unlock()
-	if err := m.store.PutSandbox(ctx, rec); err != nil {
-		return err
-	}
-	c.Release()
-	fields := map[string]string{"runtime": l.rt.Name(), "agent": client.AgentVersion()}
+	fields := map[string]string{"runtime": h.Runtime().Name(), "agent": client.AgentVersion()}
 	for k, v := range info {
 		fields[k] = v
 	}
-	l.mu.Lock()
-	pooled := l.pooled
-	l.mu.Unlock()
-	if pooled {
-		return nil // started and watched when handed out
+	ch := handle.Change{To: sandbox.Running, Edit: func(s *sandbox.Sandbox) {
+		s.StartedAt = time.Now().UTC()
+		s.AgentVersion = client.AgentVersion()
+		s.RuntimeInfo = info
+	}}
+	if !pooled {
+		ch.Event = &handle.Event{Kind: "running", Message: "sandbox running", Fields: fields}
 	}
-	m.event(sb.ID, "running", "sandbox running", fields)
-	m.watch(l, client)
+	if _, err := h.Apply(ctx, ch); err != nil {
+		return err
+	}
+	phases := tr.done("record")
+	h.Edit(func(s *sandbox.Sandbox) { s.Phases = phases })
+	if !pooled {
+		m.watch(h)
+	}
 	return nil
 }
 
+// agentVersioner is the part of an agent client markRunning reads.
+type agentVersioner interface{ AgentVersion() string }
+
 // startRuntime starts the sandbox cold, or as a copy of its snapshot.
-func (m *Manager) startRuntime(ctx context.Context, l *live, params runtime.StartParams) error {
-	if l.from == nil {
-		return l.rt.Start(ctx, params)
+func startRuntime(ctx context.Context, rt runtime.Runtime, params runtime.StartParams, from *sandbox.Snapshot) error {
+	if from == nil {
+		return rt.Start(ctx, params)
 	}
-	sn, ok := l.rt.(runtime.Snapshotter)
+	sn, ok := rt.(runtime.Snapshotter)
 	if !ok {
-		return fmt.Errorf("%w: runtime %s cannot restore memory snapshots", errdefs.ErrNotSupported, l.rt.Name())
+		return fmt.Errorf("%w: runtime %s cannot restore memory snapshots", errdefs.ErrNotSupported, rt.Name())
 	}
-	return sn.StartFromSnapshot(ctx, params, l.from.Dir)
+	return sn.StartFromSnapshot(ctx, params, from.Dir)
 }
 
-// connect dials the agent and negotiates the protocol, within AgentTimeout.
-func (m *Manager) connect(ctx context.Context, l *live) (*agentapi.Client, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.AgentTimeout)
-	defer cancel()
-	return agentapi.Connect(ctx, func(ctx context.Context) (net.Conn, error) { return l.rt.Dial(ctx, l.ref) })
-}
-
-// fail records a failed create. The runtime side was already rolled back.
-func (m *Manager) fail(l *live, cause error) {
-	rec, err := l.move(sandbox.Failed, func(s *sandbox.Sandbox) {
-		s.EndedAt = time.Now().UTC()
-		s.EndReason = sandbox.EndFailed
-		s.Error = cause.Error()
-		code := sandbox.ExitCodeFor(sandbox.EndFailed)
-		s.ExitCode = &code
-	})
-	if err == nil {
-		if err := m.store.PutSandbox(context.WithoutCancel(m.ctx), rec); err != nil {
-			m.log.Error("recording failed sandbox", "sandbox", rec.ID, "err", err)
-		}
-	}
-	m.event(l.ref.ID, "failed", cause.Error(), nil)
-	m.forget(l)
-}
-
-// forget drops a terminal sandbox from the live set and wakes waiters.
-func (m *Manager) forget(l *live) {
+// forget drops a handle that is done (terminal, or given up) from the
+// index.
+func (m *Manager) forget(h *handle.Handle) {
 	m.mu.Lock()
-	delete(m.live, l.ref.ID)
-	m.mu.Unlock()
-	l.detach()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	select {
-	case <-l.done:
-	default:
-		close(l.done)
+	if m.handles[h.ID()] == h {
+		delete(m.handles, h.ID())
 	}
+	m.mu.Unlock()
 }
 
 func envList(env map[string]string) []string {

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"corral/internal/agentapi"
+	"corral/internal/manager/handle"
 	"corral/internal/sandbox"
 )
 
@@ -16,32 +17,32 @@ const maxLogBytes = 16 << 20
 
 // startEntrypoint starts the sandbox's entrypoint and follows it: its output
 // goes to the sandbox log, and its exit ends the sandbox with its code.
-func (m *Manager) startEntrypoint(ctx context.Context, l *live, client *agentapi.Client) error {
-	sb := l.snapshot()
+func (m *Manager) startEntrypoint(ctx context.Context, h *handle.Handle, client *agentapi.Client) error {
+	spec := h.Record().Spec
 	stream, err := client.Start(m.ctx, agentapi.StartRequest{
-		Args: sb.Spec.Entrypoint, Env: sb.Spec.Env, Cwd: sb.Spec.Workdir, User: sb.Spec.User, Tag: entrypointTag,
+		Args: spec.Entrypoint, Env: spec.Env, Cwd: spec.Workdir, User: spec.User, Tag: entrypointTag,
 	})
 	if err != nil {
 		return fmt.Errorf("starting entrypoint: %w", err)
 	}
-	m.followEntrypoint(l, stream)
+	m.followEntrypoint(h, stream)
 	return nil
 }
 
 // followEntrypoint copies an entrypoint stream to the log until it ends.
-func (m *Manager) followEntrypoint(l *live, stream *agentapi.Stream) {
+func (m *Manager) followEntrypoint(h *handle.Handle, stream *agentapi.Stream) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		defer stream.Close()
-		ev, err := m.copyLog(l.ref.ID, stream)
+		ev, err := m.copyLog(h.ID(), stream)
 		if err != nil {
 			// The connection went away; watchLoop decides what that means.
 			return
 		}
 		code := ev.ExitCode
-		m.event(l.ref.ID, "entrypoint_exited", "entrypoint exited", map[string]string{"exit_code": fmt.Sprint(code)})
-		m.terminateAsync(l.ref.ID, sandbox.EndExited, &code)
+		h.Event("entrypoint_exited", "entrypoint exited", map[string]string{"exit_code": fmt.Sprint(code)})
+		m.terminateAsync(h.ID(), sandbox.EndExited, &code)
 	}()
 }
 
@@ -87,18 +88,4 @@ func (m *Manager) LogPath(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	return m.cfg.logPath(id), nil
-}
-
-// Done returns a channel closed when the sandbox is terminal (already closed
-// if it is).
-func (m *Manager) Done(id string) <-chan struct{} {
-	m.mu.Lock()
-	l := m.live[id]
-	m.mu.Unlock()
-	if l == nil {
-		c := make(chan struct{})
-		close(c)
-		return c
-	}
-	return l.done
 }

@@ -3,20 +3,28 @@ package manager
 import (
 	"context"
 	"io"
+	"path"
 	"syscall"
 	"time"
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
 	"corral/internal/sandbox"
-	"corral/internal/store"
 )
+
+// Processes is the exec service: processes started in running sandboxes,
+// streamed, fed, signalled and resized through their agents. Nothing on
+// its path writes to disk: an exec's first byte waits for the agent alone.
+type Processes struct{ m *Manager }
 
 // ExecParams describe a process to start in a sandbox.
 type ExecParams struct {
-	Args    []string
-	Env     map[string]string
-	Cwd     string
+	Args []string
+	Env  map[string]string
+	// Cwd is the working directory: the sandbox's workdir when empty, and
+	// resolved against it when relative.
+	Cwd string
+	// User runs the process: the sandbox's default user when empty.
 	User    string
 	Stdin   bool
 	PTY     *agentapi.PTYSize
@@ -27,53 +35,58 @@ type ExecParams struct {
 // Process is a started process's event stream. Close releases the
 // sandbox's activity count; it does not kill the process.
 type Process struct {
-	m       *Manager
-	id      string
 	stream  *agentapi.Stream
 	release func()
 	pid     int
 }
 
-// Exec starts a process in a running sandbox.
-func (m *Manager) Exec(ctx context.Context, id string, p ExecParams) (*Process, error) {
+// Exec starts a process in running sandbox id, with the sandbox's env
+// under its own and the sandbox's user and workdir unless it names others.
+func (s Processes) Exec(ctx context.Context, id string, p ExecParams) (*Process, error) {
 	if err := validateExec(p); err != nil {
 		return nil, err
 	}
-	client, l, release, err := m.agentFor(id)
+	a, err := s.m.acquire(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	cwd, user := p.Cwd, p.User
-	spec := l.snapshot().Spec
-	if cwd == "" {
-		cwd = spec.Workdir
-	}
-	if user == "" {
-		user = spec.User
-	}
-	stream, err := client.Start(ctx, agentapi.StartRequest{
-		Args: p.Args, Env: mergeEnvMap(spec.Env, p.Env), Cwd: cwd, User: user, Stdin: p.Stdin, PTY: p.PTY,
-		TimeoutMS: p.Timeout.Milliseconds(), Tag: p.Tag,
+	spec := a.rec.Spec
+	stream, err := a.agent.Start(ctx, agentapi.StartRequest{
+		Args: p.Args, Env: mergeEnvMap(spec.Env, p.Env), Cwd: inWorkdir(spec.Workdir, p.Cwd),
+		User: or(p.User, spec.User), Stdin: p.Stdin, PTY: p.PTY, TimeoutMS: p.Timeout.Milliseconds(), Tag: p.Tag,
 	})
 	if err != nil {
-		release()
+		a.release()
 		return nil, err
 	}
-	return &Process{m: m, id: id, stream: stream, release: release}, nil
+	return &Process{stream: stream, release: a.release}, nil
+}
+
+// inWorkdir is p resolved against the sandbox's workdir: the workdir for an
+// empty p, p itself when absolute or when there is no workdir (the agent
+// then resolves it against the user's home).
+func inWorkdir(workdir, p string) string {
+	switch {
+	case p == "":
+		return workdir
+	case path.IsAbs(p) || workdir == "":
+		return p
+	}
+	return path.Join(workdir, p)
 }
 
 // Attach re-attaches to a running process by pid.
-func (m *Manager) Attach(ctx context.Context, id string, pid int) (*Process, error) {
-	client, _, release, err := m.agentFor(id)
+func (s Processes) Attach(ctx context.Context, id string, pid int) (*Process, error) {
+	a, err := s.m.acquire(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	stream, err := client.Connect(ctx, pid, "")
+	stream, err := a.agent.Connect(ctx, pid, "")
 	if err != nil {
-		release()
+		a.release()
 		return nil, err
 	}
-	return &Process{m: m, id: id, stream: stream, release: release, pid: -1}, nil
+	return &Process{stream: stream, release: a.release, pid: pid}, nil
 }
 
 func validateExec(p ExecParams) error {
@@ -95,27 +108,13 @@ func validateExec(p ExecParams) error {
 	return nil
 }
 
-// Recv returns the next event; io.EOF after the end event. Starts and ends
-// are recorded in the store.
+// Recv returns the next event; io.EOF after the end event.
 func (p *Process) Recv() (agentapi.Event, error) {
 	ev, err := p.stream.Recv()
-	if err != nil {
-		return ev, err
-	}
-	switch ev.Type {
-	case agentapi.EventStart:
-		if p.pid == 0 {
-			p.m.recordStart(p.id, ev.PID)
-		}
+	if err == nil && ev.Type == agentapi.EventStart {
 		p.pid = ev.PID
-	case agentapi.EventEnd:
-		if p.pid > 0 {
-			if err := p.m.store.PutProcessEnd(context.WithoutCancel(p.m.ctx), p.id, p.pid, ev.ExitCode, time.Now()); err != nil {
-				p.m.log.Warn("recording process end", "sandbox", p.id, "err", err)
-			}
-		}
 	}
-	return ev, nil
+	return ev, err
 }
 
 // PID is the process id once the start event was received.
@@ -127,62 +126,45 @@ func (p *Process) Close() error {
 	return p.stream.Close()
 }
 
-func (m *Manager) recordStart(id string, pid int) {
-	err := m.store.PutProcessStart(context.WithoutCancel(m.ctx), store.Process{SandboxID: id, PID: pid, StartedAt: time.Now()})
-	if err != nil {
-		m.log.Warn("recording process start", "sandbox", id, "err", err)
-	}
-}
-
-// Processes lists the running processes of a sandbox.
-func (m *Manager) Processes(ctx context.Context, id string) ([]agentapi.ProcessInfo, error) {
-	client, _, release, err := m.agentFor(id)
+// List lists the running processes of a sandbox.
+func (s Processes) List(ctx context.Context, id string) ([]agentapi.ProcessInfo, error) {
+	a, err := s.m.acquire(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	return client.List(ctx)
+	defer a.release()
+	return a.agent.List(ctx)
 }
 
 // Stdin streams r to a process's stdin; closeAfter closes stdin at EOF.
-func (m *Manager) Stdin(ctx context.Context, id string, pid int, r io.Reader, closeAfter bool) error {
-	client, _, release, err := m.agentFor(id)
+func (s Processes) Stdin(ctx context.Context, id string, pid int, r io.Reader, closeAfter bool) error {
+	a, err := s.m.acquire(ctx, id)
 	if err != nil {
 		return err
 	}
-	defer release()
-	return client.Stdin(ctx, pid, r, closeAfter)
+	defer a.release()
+	return a.agent.Stdin(ctx, pid, r, closeAfter)
 }
 
 // Signal sends sig to a process's group.
-func (m *Manager) Signal(ctx context.Context, id string, pid int, sig syscall.Signal) error {
-	client, _, release, err := m.agentFor(id)
+func (s Processes) Signal(ctx context.Context, id string, pid int, sig syscall.Signal) error {
+	a, err := s.m.acquire(ctx, id)
 	if err != nil {
 		return err
 	}
-	defer release()
-	return client.Signal(ctx, pid, sig)
+	defer a.release()
+	return a.agent.Signal(ctx, pid, sig)
 }
 
 // Resize changes a PTY process's terminal size.
-func (m *Manager) Resize(ctx context.Context, id string, pid int, cols, rows uint16) error {
+func (s Processes) Resize(ctx context.Context, id string, pid int, cols, rows uint16) error {
 	if cols == 0 || rows == 0 {
 		return errdefs.Invalid("cols/rows", "must be positive")
 	}
-	client, _, release, err := m.agentFor(id)
+	a, err := s.m.acquire(ctx, id)
 	if err != nil {
 		return err
 	}
-	defer release()
-	return client.Resize(ctx, pid, cols, rows)
-}
-
-// Agent returns the agent client of a running sandbox for file operations;
-// release must be called when the operation is over.
-func (m *Manager) Agent(id string) (*agentapi.Client, func(), error) {
-	client, _, release, err := m.agentFor(id)
-	if err != nil {
-		return nil, nil, err
-	}
-	return client, release, nil
+	defer a.release()
+	return a.agent.Resize(ctx, pid, cols, rows)
 }

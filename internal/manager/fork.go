@@ -21,7 +21,8 @@ const ForkedFromTag = "corral.forked_from"
 // snapshot (removed once the copies run) restored n times, each copy with
 // an identity of its own. All or nothing: if one copy fails, the others
 // are removed.
-func (m *Manager) Fork(ctx context.Context, id string, n int) ([]*sandbox.Sandbox, error) {
+func (s Snapshots) Fork(ctx context.Context, id string, n int) ([]*sandbox.Sandbox, error) {
+	m := s.m
 	if n < 1 || n > MaxFork {
 		return nil, errdefs.Invalid("count", "want 1 to %d copies, got %d", MaxFork, n)
 	}
@@ -29,12 +30,12 @@ func (m *Manager) Fork(ctx context.Context, id string, n int) ([]*sandbox.Sandbo
 	if err != nil {
 		return nil, err
 	}
-	rec, err := m.SnapshotMemory(ctx, id, "")
+	rec, err := s.Take(ctx, id, "")
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		if _, err := m.RemoveSnapshot(context.WithoutCancel(ctx), rec.ID); err != nil {
+		if _, err := s.Remove(context.WithoutCancel(ctx), rec.ID); err != nil {
 			m.log.Error("removing a fork's snapshot", "snapshot", rec.ID, "err", err)
 		}
 	}()

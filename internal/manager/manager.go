@@ -1,10 +1,16 @@
-// Package manager owns the sandboxes of one daemon: it admits creates, drives
-// each sandbox through the lifecycle state machine (internal/sandbox), starts
-// it on a runtime, connects to its agent, enforces timeouts and idle
-// timeouts, and reconciles its records with what runs after a restart.
+// Package manager owns the sandboxes of one daemon. The Manager itself
+// admits creates and keeps the index of live sandboxes, each a
+// handle.Handle (which owns its lock, record, agent connection, state
+// changes and teardown); it drives them through create, the watchers
+// (timeouts, idle timeouts, agent loss), terminate and reconcile after a
+// restart. Everything else callers do to sandboxes goes through small
+// services over handles, one per file: Processes (exec.go), Files
+// (files.go), Ports (ports.go), Snapshots (snapshot.go, fork.go), Images
+// (images.go), and the warm pools (pool.go).
 //
-// It imports contracts (sandbox, runtime, agentapi, store, errdefs), never a
-// runtime backend or the HTTP API.
+// It imports contracts (sandbox, runtime, agentapi, records, errdefs) and
+// the resource owners (netpolicy, the image store), never a runtime backend
+// or the HTTP API.
 package manager
 
 import (
@@ -15,20 +21,24 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
+	"corral/internal/ids"
 	imagestore "corral/internal/image/store"
+	"corral/internal/manager/handle"
 	"corral/internal/netpolicy/policy"
+	"corral/internal/records"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
-	"corral/internal/store"
 )
 
 // Config configures a Manager.
 type Config struct {
-	// StateDir holds sandboxes/<id> (runtime-owned) and logs/<id>.log.
+	// StateDir holds sandboxes/<id> (runtime-owned), logs/<id>.log and
+	// snapshots/<id>.
 	StateDir string
 	// BaseRootFS is the root filesystem of the "base" image.
 	BaseRootFS string
@@ -37,7 +47,7 @@ type Config struct {
 	// Runtimes by API name. A name in sandbox.Runtimes that is missing here
 	// is answered with ErrNotSupported.
 	Runtimes map[string]runtime.Runtime
-	Store    *store.Store
+	Records  *records.Store
 	Logger   *slog.Logger
 	// Network gives sandboxes a namespace and a policy; nil: sandboxes
 	// run with no network (block_network).
@@ -47,7 +57,8 @@ type Config struct {
 	Unavailable map[string]string
 	// Images holds images other than the base; nil: only "base" exists.
 	Images *imagestore.Store
-	// MaxSandboxes bounds live sandboxes (admission control). Default 64.
+	// MaxSandboxes bounds live sandboxes (admission control). Default
+	// DefaultMaxSandboxes.
 	MaxSandboxes int
 	// AgentTimeout bounds the wait for a new sandbox's agent. Default 30 s.
 	AgentTimeout time.Duration
@@ -56,30 +67,46 @@ type Config struct {
 	WarmPools []WarmPoolConfig
 }
 
+// DefaultMaxSandboxes is the live-sandbox bound when Config leaves it
+// zero.
+const DefaultMaxSandboxes = 64
+
 // Manager is the sandbox manager. Its methods are safe for concurrent use.
 type Manager struct {
-	cfg   Config
-	log   *slog.Logger
-	store *store.Store
+	cfg     Config
+	log     *slog.Logger
+	records *records.Store
+	host    *handle.Host
 
 	ctx    context.Context // lifetime; cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex
-	live map[string]*live
+	mu      sync.Mutex
+	handles map[string]*handle.Handle // live sandboxes, by id
 
 	decisions chan policy.Decision // egress decisions for the event log
+	pools     []*warmPool
+	// fillSlot lets one warm pool fill run at a time; foreground counts
+	// the callers' creates starting now, which fills wait for.
+	fillSlot   chan struct{}
+	foreground atomic.Int64
 
-	pools []*warmPool
+	procs  Processes
+	files  Files
+	ports  Ports
+	snaps  Snapshots
+	images Images
 
-	versions map[string]string // runtime name -> version (runtimeVersion)
+	versionsMu sync.Mutex
+	versions   map[string]string // runtime name -> version (runtimeVersion)
 }
 
-// New builds a Manager and reconciles the store with what the runtimes run.
+// New builds a Manager and reconciles the records with what the runtimes
+// run.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.MaxSandboxes <= 0 {
-		cfg.MaxSandboxes = 64
+		cfg.MaxSandboxes = DefaultMaxSandboxes
 	}
 	if cfg.AgentTimeout <= 0 {
 		cfg.AgentTimeout = 30 * time.Second
@@ -97,9 +124,15 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &Manager{cfg: cfg, log: cfg.Logger, store: cfg.Store, ctx: lctx, cancel: cancel, live: map[string]*live{},
-		versions: map[string]string{}, pools: pools,
-		decisions: make(chan policy.Decision, maxPendingDecisions)}
+	m := &Manager{cfg: cfg, log: cfg.Logger, records: cfg.Records, ctx: lctx, cancel: cancel,
+		handles: map[string]*handle.Handle{}, versions: map[string]string{}, pools: pools,
+		decisions: make(chan policy.Decision, maxPendingDecisions), fillSlot: make(chan struct{}, 1)}
+	m.host = &handle.Host{Records: cfg.Records, Log: cfg.Logger, Images: cfg.Images,
+		AgentTimeout: cfg.AgentTimeout, Lifetime: lctx}
+	if n := cfg.Network; n != nil && n.Layer != nil {
+		m.host.Network, m.host.ForgetDNS = n.Layer, n.Forget
+	}
+	m.procs, m.files, m.ports, m.snaps, m.images = Processes{m}, Files{m}, Ports{m}, Snapshots{m}, Images{m}
 	m.wg.Add(1)
 	go m.writeDecisions()
 	if err := m.reconcile(ctx); err != nil {
@@ -117,8 +150,8 @@ func (m *Manager) Close() {
 	m.drainPool()
 	m.cancel()
 	m.mu.Lock()
-	for _, l := range m.live {
-		l.detach()
+	for _, h := range m.handles {
+		h.Detach()
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
@@ -129,6 +162,21 @@ func (c *Config) logsDir() string      { return filepath.Join(c.StateDir, "logs"
 func (c *Config) logPath(id string) string {
 	return filepath.Join(c.logsDir(), id+".log")
 }
+
+// Processes is the exec service.
+func (m *Manager) Processes() *Processes { return &m.procs }
+
+// Files is the file service.
+func (m *Manager) Files() *Files { return &m.files }
+
+// Ports is the exposed-port service.
+func (m *Manager) Ports() *Ports { return &m.ports }
+
+// Snapshots is the memory snapshot and fork service.
+func (m *Manager) Snapshots() *Snapshots { return &m.snaps }
+
+// Images is the image service.
+func (m *Manager) Images() *Images { return &m.images }
 
 // Runtimes lists the runtime names this manager can start.
 func (m *Manager) Runtimes() []string {
@@ -142,33 +190,29 @@ func (m *Manager) Runtimes() []string {
 
 // Get returns a copy of the record of id.
 func (m *Manager) Get(ctx context.Context, id string) (*sandbox.Sandbox, error) {
-	if !sandbox.ValidID(id) {
+	if !ids.Sandbox(id) {
 		return nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
 	}
-	m.mu.Lock()
-	l := m.live[id]
-	m.mu.Unlock()
-	if l != nil {
-		return l.snapshot(), nil
+	if h := m.lookup(id); h != nil {
+		return h.Record(), nil
 	}
-	return m.store.GetSandbox(ctx, id)
+	return m.records.GetSandbox(ctx, id)
 }
 
-// List returns every sandbox record, oldest first, live ones as they are now.
+// List returns every sandbox record, oldest first, live ones as they are
+// now; sandboxes waiting in a warm pool are left out.
 func (m *Manager) List(ctx context.Context) ([]*sandbox.Sandbox, error) {
-	recs, err := m.store.ListSandboxes(ctx, false)
+	recs, err := m.records.ListSandboxes(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	out := recs[:0]
 	for _, r := range recs {
-		if l := m.live[r.ID]; l != nil {
-			r = l.snapshot()
+		if h := m.lookup(r.ID); h != nil {
+			r = h.Record()
 		}
 		if r.Spec.Tags[poolTag] != "" && !r.State.Terminal() {
-			continue // waiting in the warm pool
+			continue
 		}
 		out = append(out, r)
 	}
@@ -176,40 +220,68 @@ func (m *Manager) List(ctx context.Context) ([]*sandbox.Sandbox, error) {
 }
 
 // Events returns the event log of a sandbox.
-func (m *Manager) Events(ctx context.Context, id string, after int64, limit int) ([]store.Event, error) {
+func (m *Manager) Events(ctx context.Context, id string, after int64, limit int) ([]records.Event, error) {
 	if _, err := m.Get(ctx, id); err != nil {
 		return nil, err
 	}
-	return m.store.Events(ctx, id, after, limit)
+	return m.records.Events(ctx, id, after, limit)
 }
 
-// event appends to the sandbox's event log; failures are logged, not fatal.
+// event appends to sandbox id's event log; failures are logged.
 func (m *Manager) event(id, kind, msg string, fields map[string]string) {
-	err := m.store.AppendEvent(context.WithoutCancel(m.ctx), store.Event{SandboxID: id, Kind: kind, Message: msg, Fields: fields})
-	if err != nil {
-		m.log.Warn("appending event", "sandbox", id, "err", err)
-	}
+	m.host.Event(id, kind, msg, fields)
 }
 
-// agentFor returns the live agent client of a running sandbox and marks the
-// sandbox active until release is called.
-func (m *Manager) agentFor(id string) (*agentapi.Client, *live, func(), error) {
-	l, err := m.liveOf(id)
-	if err != nil {
-		return nil, nil, nil, err
+// lookup returns the handle of live sandbox id, or nil.
+func (m *Manager) lookup(id string) *handle.Handle {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.handles[id]
+}
+
+// live returns the handle of sandbox id: ErrNotFound for an unknown one,
+// ErrFailedPrecondition for one that has ended.
+func (m *Manager) live(ctx context.Context, id string) (*handle.Handle, error) {
+	if !ids.Sandbox(id) {
+		return nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
 	}
-	c, release, err := l.acquire()
-	if err != nil && l.state() == sandbox.Paused && l.snapshot().Spec.AutoPause {
-		// Paused for idleness: this call wakes it.
-		ctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
-		_, rerr := m.Resume(ctx, id)
+	if h := m.lookup(id); h != nil {
+		return h, nil
+	}
+	if _, err := m.records.GetSandbox(ctx, id); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: sandbox %s has ended", errdefs.ErrFailedPrecondition, id)
+}
+
+// acquire returns the agent of running sandbox id with its record, and
+// counts an operation in flight until release: every service call on a
+// sandbox's insides goes through it. A sandbox paused for idleness
+// (auto_pause) is resumed first.
+func (m *Manager) acquire(ctx context.Context, id string) (*acquired, error) {
+	h, err := m.live(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c, rec, release, err := h.Acquire()
+	if err != nil && h.State() == sandbox.Paused && h.Record().Spec.AutoPause {
+		rctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
+		_, rerr := m.Resume(rctx, id)
 		cancel()
-		if c, release, err = l.acquire(); err != nil && rerr != nil {
+		if c, rec, release, err = h.Acquire(); err != nil && rerr != nil {
 			err = rerr
 		}
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return c, l, release, nil
+	return &acquired{h: h, agent: c, rec: rec, release: release}, nil
+}
+
+// acquired is a running sandbox's agent, held for one service call.
+type acquired struct {
+	h       *handle.Handle
+	agent   *agentapi.Client
+	rec     *sandbox.Sandbox
+	release func()
 }

@@ -13,9 +13,10 @@ import (
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
+	"corral/internal/ids"
+	"corral/internal/records"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
-	"corral/internal/store"
 )
 
 // env is a manager over a real store and the in-process runtime.
@@ -23,7 +24,7 @@ type env struct {
 	t     *testing.T
 	dir   string
 	rt    *procRuntime
-	store *store.Store
+	store *records.Store
 	m     *Manager
 }
 
@@ -38,7 +39,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	st, err := store.Open(context.Background(), filepath.Join(dir, "corral.db"))
+	st, err := records.Open(context.Background(), filepath.Join(dir, "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) open() *Manager {
 	e.t.Helper()
 	m, err := New(context.Background(), Config{
-		StateDir: e.dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Store: e.store,
+		StateDir: e.dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Records: e.store,
 		Runtimes: map[string]runtime.Runtime{"gvisor": e.rt}, MaxSandboxes: 4,
 		Logger: slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second,
 	})
@@ -86,7 +87,7 @@ func (e *env) wait(id string) (int, string) {
 // run execs a command and returns its stdout and exit code.
 func (e *env) run(id string, args ...string) (string, int) {
 	e.t.Helper()
-	p, err := e.m.Exec(context.Background(), id, ExecParams{Args: args})
+	p, err := e.m.Processes().Exec(context.Background(), id, ExecParams{Args: args})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil || stored.State != sandbox.Terminated {
 		t.Errorf("stored record: %+v %v", stored, err)
 	}
-	if _, err := e.m.Exec(context.Background(), sb.ID, ExecParams{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := e.m.Processes().Exec(context.Background(), sb.ID, ExecParams{Args: []string{"true"}}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("exec in a terminated sandbox: %v", err)
 	}
 	// Terminating again is a no-op returning the final record.
@@ -209,12 +210,12 @@ func TestReconcile(t *testing.T) {
 	e.m.Close() // the daemon stops; sandboxes keep running
 	e.rt.crash(gone.ID)
 	// A record left in creating, and a runtime sandbox with no record.
-	half := &sandbox.Sandbox{ID: sandbox.NewID(), State: sandbox.Creating, CreatedAt: time.Now(), Spec: alive.Spec}
+	half := &sandbox.Sandbox{ID: ids.NewSandbox(), State: sandbox.Creating, CreatedAt: time.Now(), Spec: alive.Spec}
 	half.Dir = filepath.Join(e.dir, "sandboxes", half.ID)
 	if err := e.store.PutSandbox(context.Background(), half); err != nil {
 		t.Fatal(err)
 	}
-	orphan := sandbox.NewID()
+	orphan := ids.NewSandbox()
 	if err := e.rt.Start(context.Background(), runtime.StartParams{Ref: runtime.Ref{ID: orphan, Dir: filepath.Join(e.dir, "sandboxes", orphan)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
+	"corral/internal/manager/handle"
 	"corral/internal/netpolicy"
 	"corral/internal/netpolicy/policy"
 	"corral/internal/runtime"
@@ -54,20 +55,6 @@ func (m *Manager) attachNetwork(ctx context.Context, id string, p policy.Policy,
 	return &agentapi.IdentityNetwork{Address: addr.String(), Gateway: slot.Gateway.String()}, nil
 }
 
-// detachNetwork removes a sandbox's namespace, devices and rules.
-func (m *Manager) detachNetwork(ctx context.Context, id string) error {
-	if !m.networkEnabled() {
-		return nil
-	}
-	if m.cfg.Network.Forget != nil {
-		m.cfg.Network.Forget(id)
-	}
-	if err := m.cfg.Network.Layer.Detach(ctx, id); err != nil {
-		return fmt.Errorf("detaching network: %w", err)
-	}
-	return nil
-}
-
 // SetNetwork replaces a running sandbox's network policy; it takes effect
 // without a restart.
 func (m *Manager) SetNetwork(ctx context.Context, id string, p policy.Policy) (*sandbox.Sandbox, error) {
@@ -77,31 +64,26 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, p policy.Policy) (*
 	if _, err := m.effectiveNetwork(p); err != nil {
 		return nil, err
 	}
-	_, l, release, err := m.agentFor(id)
+	a, err := m.acquire(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer a.release()
 	if !m.networkEnabled() {
 		if !p.BlockNetwork {
 			return nil, fmt.Errorf("%w: network: this daemon runs sandboxes without networking; only block_network applies", errdefs.ErrNotSupported)
 		}
-		return l.snapshot(), nil
+		return a.rec, nil
 	}
-	l.op.Lock()
-	defer l.op.Unlock()
+	a.h.Lock()
+	defer a.h.Unlock()
 	if err := m.cfg.Network.Layer.SetPolicy(ctx, id, p); err != nil {
 		return nil, fmt.Errorf("sandbox %s: setting network policy: %w", id, err)
 	}
-	l.mu.Lock()
-	l.sb.Spec.Network = p
-	rec := l.sb
-	l.mu.Unlock()
-	if err := m.store.PutSandbox(ctx, &rec); err != nil {
-		return nil, err
-	}
-	m.event(id, "network_policy", "network policy changed", policyFields(p))
-	return &rec, nil
+	return a.h.Apply(ctx, handle.Change{
+		Edit:  func(s *sandbox.Sandbox) { s.Spec.Network = p },
+		Event: &handle.Event{Kind: "network_policy", Message: "network policy changed", Fields: policyFields(p)},
+	})
 }
 
 func policyFields(p policy.Policy) map[string]string {

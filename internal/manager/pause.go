@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/manager/handle"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
 )
@@ -14,122 +15,94 @@ import (
 // pause, auto-resume).
 const pauseTimeout = 5 * time.Minute
 
-// liveOf returns the live side of sandbox id: ErrNotFound for an unknown
-// one, ErrFailedPrecondition for one that has ended.
-func (m *Manager) liveOf(id string) (*live, error) {
-	if !sandbox.ValidID(id) {
-		return nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
-	}
-	m.mu.Lock()
-	l := m.live[id]
-	m.mu.Unlock()
-	if l == nil {
-		if _, err := m.store.GetSandbox(context.Background(), id); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: sandbox %s has ended", errdefs.ErrFailedPrecondition, id)
-	}
-	return l, nil
-}
-
-// pauser returns the sandbox's live side and its runtime's Pauser.
-func (m *Manager) pauser(id string) (*live, runtime.Pauser, error) {
-	l, err := m.liveOf(id)
+// pauser returns the sandbox's handle and its runtime's Pauser.
+func (m *Manager) pauser(ctx context.Context, id string) (*handle.Handle, runtime.Pauser, error) {
+	h, err := m.live(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, ok := l.rt.(runtime.Pauser)
+	p, ok := h.Runtime().(runtime.Pauser)
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: runtime %s cannot pause sandboxes", errdefs.ErrNotSupported, l.rt.Name())
+		return nil, nil, fmt.Errorf("%w: runtime %s cannot pause sandboxes", errdefs.ErrNotSupported, h.Runtime().Name())
 	}
-	return l, p, nil
+	return h, p, nil
 }
 
 // Pause saves a running sandbox to disk, freeing its CPU and memory; it
 // keeps its id, files, processes, network policy and exposed ports, and
 // its paused time does not count against its timeout.
 func (m *Manager) Pause(ctx context.Context, id string) (*sandbox.Sandbox, error) {
-	l, p, err := m.pauser(id)
+	h, p, err := m.pauser(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	l.op.Lock()
-	defer l.op.Unlock()
-	l.mu.Lock()
-	client := l.client
-	l.mu.Unlock()
+	h.Lock()
+	defer h.Unlock()
 	// Paused before the agent connection goes, so the watcher does not
-	// take its end for a crash.
-	rec, err := l.move(sandbox.Paused, func(s *sandbox.Sandbox) { s.PausedAt = time.Now().UTC() })
+	// take its end for a crash. (A daemon that dies before the save
+	// finds the record paused and the sandbox running, and adopts it as
+	// running: reconcile.)
+	rec, err := h.Apply(ctx, handle.Change{To: sandbox.Paused, Edit: func(s *sandbox.Sandbox) { s.PausedAt = time.Now().UTC() }})
 	if err != nil {
 		return nil, err
 	}
-	if client != nil {
+	if client := h.SetAgent(nil); client != nil {
 		if err := client.EndSession(ctx); err != nil {
 			m.log.Warn("ending the agent session before a pause", "sandbox", id, "err", err)
 		}
+		client.Close()
 	}
-	l.mu.Lock()
-	l.client = nil
-	l.mu.Unlock()
-	if err := p.Pause(ctx, l.ref); err != nil {
+	if err := p.Pause(ctx, h.Ref()); err != nil {
 		m.log.Error("pausing failed; reconnecting", "sandbox", id, "err", err)
-		if _, rerr := m.resumeLocked(ctx, l, false); rerr != nil {
+		if _, rerr := m.resumeLocked(ctx, h, false); rerr != nil {
 			m.terminateAsync(id, sandbox.EndCrashed, nil)
 		}
 		return nil, fmt.Errorf("pausing sandbox %s: %w", id, err)
 	}
-	if err := m.store.PutSandbox(ctx, rec); err != nil {
-		return nil, err
-	}
-	m.event(id, "paused", "sandbox paused", nil)
-	return l.snapshot(), nil
+	h.Event("paused", "sandbox paused", nil)
+	return rec, nil
 }
 
 // Resume brings a paused sandbox back.
 func (m *Manager) Resume(ctx context.Context, id string) (*sandbox.Sandbox, error) {
-	l, p, err := m.pauser(id)
+	h, p, err := m.pauser(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	l.op.Lock()
-	defer l.op.Unlock()
-	if st := l.state(); st != sandbox.Paused {
+	h.Lock()
+	defer h.Unlock()
+	if st := h.State(); st != sandbox.Paused {
 		return nil, fmt.Errorf("%w: sandbox %s is %s, not paused", errdefs.ErrFailedPrecondition, id, st)
 	}
-	if err := p.Resume(ctx, l.ref); err != nil {
+	if err := p.Resume(ctx, h.Ref()); err != nil {
 		return nil, fmt.Errorf("resuming sandbox %s: %w", id, err)
 	}
-	return m.resumeLocked(ctx, l, true)
+	return m.resumeLocked(ctx, h, true)
 }
 
 // resumeLocked reconnects to the agent of a sandbox that runs again and
-// moves it to running; the caller holds l.op.
-func (m *Manager) resumeLocked(ctx context.Context, l *live, announce bool) (*sandbox.Sandbox, error) {
-	client, err := m.connect(ctx, l)
+// moves it to running; the caller holds h's lock.
+func (m *Manager) resumeLocked(ctx context.Context, h *handle.Handle, announce bool) (*sandbox.Sandbox, error) {
+	client, err := h.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := l.move(sandbox.Running, func(s *sandbox.Sandbox) {
+	ch := handle.Change{To: sandbox.Running, Edit: func(s *sandbox.Sandbox) {
 		if !s.PausedAt.IsZero() {
 			s.PausedFor += time.Since(s.PausedAt)
 		}
 		s.PausedAt = time.Time{}
-	})
+	}}
+	if announce {
+		ch.Event = &handle.Event{Kind: "resumed", Message: "sandbox resumed"}
+	}
+	rec, err := h.Apply(ctx, ch)
 	if err != nil {
 		client.Close()
 		return nil, err
 	}
-	l.mu.Lock()
-	l.client = client
-	l.lastActive = time.Now()
-	l.mu.Unlock()
-	if err := m.store.PutSandbox(ctx, rec); err != nil {
-		return nil, err
-	}
-	if announce {
-		m.event(l.ref.ID, "resumed", "sandbox resumed", map[string]string{"paused_for": rec.PausedFor.String()})
-	}
-	m.watch(l, client)
-	return l.snapshot(), nil
+	h.SetAgent(client)
+	h.Touch()
+	m.watch(h)
+	return rec, nil
 }

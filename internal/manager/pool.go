@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/manager/handle"
 	"corral/internal/sandbox"
 )
 
@@ -19,20 +20,27 @@ const poolTag = "corral.pool"
 // refillDelay spaces the pool's retries after a failed create.
 const refillDelay = 5 * time.Second
 
+// yieldPoll is how often a refill waiting for foreground creates to finish
+// looks again.
+const yieldPoll = 20 * time.Millisecond
+
 // warmPool holds started sandboxes of one spec (an image, a runtime and
 // resources; by default the base image, gvisor and the default
 // resources), ready to be handed out by a create that asks for nothing
 // they cannot take on after start. A claimed sandbox gets the caller's
 // name, tags, env, workdir, user, timeouts, network policy, exposed ports
-// and entrypoint; its lifetime starts at the claim. Each pool refills
-// itself in the background.
+// and entrypoint (keeping the image's workdir and user where the caller
+// names none, as a cold create would); its lifetime starts at the claim.
+// Each pool refills itself in the background, one sandbox at a time and
+// only while no caller's create is starting (low priority).
 type warmPool struct {
 	size int
 	spec sandbox.Spec // normalized
 
-	mu      sync.Mutex
-	ready   []*live
-	filling int
+	mu           sync.Mutex
+	ready        []*handle.Handle
+	filling      int
+	hits, misses int64
 }
 
 // WarmPoolConfig is one warm pool: Size sandboxes of Spec (only its
@@ -73,27 +81,29 @@ func newPools(cfgs []WarmPoolConfig) ([]*warmPool, error) {
 	return pools, nil
 }
 
-// WarmPoolStatus describes one pool.
+// WarmPoolStatus describes one pool: its spec and size, the sandboxes
+// ready now, and how many creates that fit it found one ready (hits) or
+// not (misses, started cold) since the daemon started.
 type WarmPoolStatus struct {
-	Spec        sandbox.Spec
-	Size, Ready int
+	Spec         sandbox.Spec
+	Size, Ready  int
+	Hits, Misses int64
 }
 
-// fits reports whether a create of spec can take a pooled sandbox: the
-// same runtime, image and resources (what a start fixes).
-func (p *warmPool) fits(spec sandbox.Spec) bool { return sameShape(spec, p.spec) }
-
-// take removes and returns a ready sandbox, or nil.
-func (p *warmPool) take() *live {
+// take removes and returns a ready sandbox, or nil, counting the hit or
+// miss.
+func (p *warmPool) take() *handle.Handle {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.ready) > 0 {
-		l := p.ready[0]
+		h := p.ready[0]
 		p.ready = p.ready[1:]
-		if l.state() == sandbox.Running {
-			return l
+		if h.State() == sandbox.Running {
+			p.hits++
+			return h
 		}
 	}
+	p.misses++
 	return nil
 }
 
@@ -101,14 +111,34 @@ func (p *warmPool) take() *live {
 // nil.
 func (m *Manager) poolFor(spec sandbox.Spec) *warmPool {
 	for _, p := range m.pools {
-		if p.fits(spec) {
+		if sameShape(spec, p.spec) {
 			return p
 		}
 	}
 	return nil
 }
 
-// refill starts creates until every pool holds its size (ready or on
+// claimFromPool hands a create of spec a ready pooled sandbox; false when
+// no pool fits or none is ready (the caller starts one cold).
+func (m *Manager) claimFromPool(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, bool, error) {
+	p := m.poolFor(spec)
+	if p == nil {
+		return nil, false, nil
+	}
+	defer m.refill()
+	for {
+		h := p.take()
+		if h == nil {
+			return nil, false, nil
+		}
+		rec, ok, err := m.claim(ctx, h, spec)
+		if ok || err != nil {
+			return rec, ok, err
+		}
+	}
+}
+
+// refill starts fills until every pool holds its size (ready or on
 // their way).
 func (m *Manager) refill() {
 	if m.ctx.Err() != nil {
@@ -129,22 +159,20 @@ func (m *Manager) refill() {
 	}
 }
 
-// fillOne starts one sandbox for p.
+// fillOne starts one sandbox for p, at low priority: fills run one at a
+// time, each once no caller's create is starting.
 func (m *Manager) fillOne(p *warmPool) {
-	spec := p.spec
-	spec.Timeout = sandbox.MaxTimeout
-	spec.Tags = map[string]string{poolTag: "warm"}
-	l, err := m.createPooled(spec)
+	h, err := m.createPooled(p.spec)
 	p.mu.Lock()
 	p.filling--
 	keep := err == nil && p.size > 0
 	if keep {
-		p.ready = append(p.ready, l)
+		p.ready = append(p.ready, h)
 	}
 	p.mu.Unlock()
 	if err == nil && !keep { // the pool was drained meanwhile
-		if _, err := m.Terminate(context.WithoutCancel(m.ctx), l.ref.ID, sandbox.EndTerminated, nil); err != nil {
-			m.log.Warn("terminating a warm pool sandbox", "sandbox", l.ref.ID, "err", err)
+		if _, err := m.Terminate(context.WithoutCancel(m.ctx), h.ID(), sandbox.EndTerminated, nil); err != nil {
+			m.log.Warn("terminating a warm pool sandbox", "sandbox", h.ID(), "err", err)
 		}
 		return
 	}
@@ -158,52 +186,75 @@ func (m *Manager) fillOne(p *warmPool) {
 	}
 }
 
-func (m *Manager) createPooled(spec sandbox.Spec) (*live, error) {
+// createPooled starts a sandbox of spec for a pool once it is this fill's
+// turn and no foreground create is starting.
+func (m *Manager) createPooled(spec sandbox.Spec) (*handle.Handle, error) {
+	select {
+	case m.fillSlot <- struct{}{}:
+	case <-m.ctx.Done():
+		return nil, m.ctx.Err()
+	}
+	defer func() { <-m.fillSlot }()
+	for m.foreground.Load() > 0 {
+		select {
+		case <-m.ctx.Done():
+			return nil, m.ctx.Err()
+		case <-time.After(yieldPoll):
+		}
+	}
+	spec.Timeout = sandbox.MaxTimeout
+	spec.Tags = map[string]string{poolTag: "warm"}
 	rt, err := m.resolve(&spec)
 	if err != nil {
 		return nil, err
 	}
-	return m.launch(m.ctx, spec, rt, func(l *live) { l.pooled = true })
+	return m.launch(m.ctx, spec, rt, launchOpts{pooled: true})
 }
 
-// claim hands the pooled sandbox l to a create of spec; false when l can
-// no longer be used (the caller then creates one cold).
-func (m *Manager) claim(ctx context.Context, l *live, spec sandbox.Spec) (*sandbox.Sandbox, bool, error) {
-	l.op.Lock()
-	defer l.op.Unlock()
-	l.mu.Lock()
-	client := l.client
-	ok := l.sb.State == sandbox.Running && client != nil
-	pooledNet := l.sb.Spec.Network
-	l.mu.Unlock()
-	if !ok {
+// claim hands the pooled sandbox h to a create of spec; false when h can
+// no longer be used (the caller takes another or starts one cold).
+func (m *Manager) claim(ctx context.Context, h *handle.Handle, spec sandbox.Spec) (*sandbox.Sandbox, bool, error) {
+	t0 := time.Now()
+	h.Lock()
+	defer h.Unlock()
+	pooled := h.Record()
+	client := h.Agent()
+	if pooled.State != sandbox.Running || client == nil {
 		return nil, false, nil
 	}
-	if m.networkEnabled() && !reflect.DeepEqual(pooledNet, spec.Network) {
-		if err := m.cfg.Network.Layer.SetPolicy(ctx, l.ref.ID, spec.Network); err != nil {
-			return nil, false, fmt.Errorf("sandbox %s: setting network policy: %w", l.ref.ID, err)
+	if m.networkEnabled() && !reflect.DeepEqual(pooled.Spec.Network, spec.Network) {
+		if err := m.cfg.Network.Layer.SetPolicy(ctx, h.ID(), spec.Network); err != nil {
+			return nil, false, fmt.Errorf("sandbox %s: setting network policy: %w", h.ID(), err)
 		}
 	}
-	l.mu.Lock()
-	spec.ImageDigest = l.sb.Spec.ImageDigest
-	l.sb.Spec = spec
-	l.sb.CreatedAt = time.Now().UTC()
-	l.sb.PortToken = newPortToken()
-	l.pooled = false
-	l.lastActive = time.Now()
-	rec := l.sb
-	l.mu.Unlock()
-	if err := m.store.PutSandbox(ctx, &rec); err != nil {
+	// What the pooled start took from the image stays: its digest, and
+	// its workdir and user where the caller names none.
+	spec.ImageDigest = pooled.Spec.ImageDigest
+	spec.Workdir = or(spec.Workdir, pooled.Spec.Workdir)
+	spec.User = or(spec.User, pooled.Spec.User)
+	rec, err := h.Apply(ctx, handle.Change{
+		Edit: func(s *sandbox.Sandbox) {
+			s.Spec = spec
+			s.CreatedAt = time.Now().UTC()
+			s.PortToken = newPortToken()
+		},
+		Event: &handle.Event{Kind: "running", Message: "sandbox running (from the warm pool)",
+			Fields: map[string]string{"runtime": h.Runtime().Name(), "warm": "true"}},
+	})
+	if err != nil {
 		return nil, false, err
 	}
+	h.Touch()
 	if len(spec.Entrypoint) > 0 {
-		if err := m.startEntrypoint(ctx, l, client); err != nil {
+		if err := m.startEntrypoint(ctx, h, client); err != nil {
 			return nil, false, err
 		}
 	}
-	m.event(rec.ID, "running", "sandbox running (from the warm pool)", map[string]string{"runtime": l.rt.Name(), "warm": "true"})
-	m.watch(l, client)
-	return l.snapshot(), true, nil
+	phases := []sandbox.Phase{{Name: "claim", Duration: time.Since(t0)}}
+	h.Edit(func(s *sandbox.Sandbox) { s.Phases = phases })
+	rec.Phases = phases
+	m.watch(h)
+	return rec, true, nil
 }
 
 // mergeEnvMap returns base with over's entries replacing same-named ones.
@@ -219,7 +270,7 @@ func mergeEnvMap(base, over map[string]string) map[string]string {
 // drainPool terminates the sandboxes waiting in the pools (a stopping
 // daemon; the next one fills its own).
 func (m *Manager) drainPool() {
-	var ready []*live
+	var ready []*handle.Handle
 	for _, p := range m.pools {
 		p.mu.Lock()
 		p.size = 0
@@ -227,19 +278,20 @@ func (m *Manager) drainPool() {
 		p.ready = nil
 		p.mu.Unlock()
 	}
-	for _, l := range ready {
-		if _, err := m.Terminate(m.ctx, l.ref.ID, sandbox.EndTerminated, nil); err != nil {
-			m.log.Warn("terminating a warm pool sandbox", "sandbox", l.ref.ID, "err", err)
+	for _, h := range ready {
+		if _, err := m.Terminate(m.ctx, h.ID(), sandbox.EndTerminated, nil); err != nil {
+			m.log.Warn("terminating a warm pool sandbox", "sandbox", h.ID(), "err", err)
 		}
 	}
 }
 
-// WarmPools reports each pool's spec, size and ready sandboxes.
+// WarmPools reports each pool's spec, size, ready sandboxes, hits and
+// misses.
 func (m *Manager) WarmPools() []WarmPoolStatus {
 	out := make([]WarmPoolStatus, 0, len(m.pools))
 	for _, p := range m.pools {
 		p.mu.Lock()
-		out = append(out, WarmPoolStatus{Spec: p.spec, Size: p.size, Ready: len(p.ready)})
+		out = append(out, WarmPoolStatus{Spec: p.spec, Size: p.size, Ready: len(p.ready), Hits: p.hits, Misses: p.misses})
 		p.mu.Unlock()
 	}
 	return out

@@ -15,7 +15,7 @@ import (
 func (e *env) openPooled(n int, more ...WarmPoolConfig) *Manager {
 	e.t.Helper()
 	m, err := New(context.Background(), Config{
-		StateDir: e.dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Store: e.store,
+		StateDir: e.dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Records: e.store,
 		Runtimes: map[string]runtime.Runtime{"gvisor": e.rt}, MaxSandboxes: 8,
 		WarmPools: append([]WarmPoolConfig{{Size: n}}, more...),
 		Logger:    slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second,
@@ -39,7 +39,7 @@ func (e *env) poolNReady(i, n int) []string {
 		p.mu.Lock()
 		var ids []string
 		for _, l := range p.ready {
-			ids = append(ids, l.ref.ID)
+			ids = append(ids, l.ID())
 		}
 		filling := p.filling
 		p.mu.Unlock()

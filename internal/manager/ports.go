@@ -21,17 +21,20 @@ func newPortToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// PortAccess checks that port is exposed on a running sandbox and that the
+// Ports is the exposed-port service: who may reach a sandbox's exposed
+// ports through the daemon, and the connections to them (through the
+// agent).
+type Ports struct{ m *Manager }
+
+// Access checks that port is exposed on a running sandbox and that the
 // caller may use it: a public port, the daemon's own token holder (admin),
 // or the sandbox's port token.
-func (m *Manager) PortAccess(id string, port int, token string, admin bool) error {
-	m.mu.Lock()
-	l := m.live[id]
-	m.mu.Unlock()
-	if l == nil {
+func (s Ports) Access(id string, port int, token string, admin bool) error {
+	h := s.m.lookup(id)
+	if h == nil {
 		return fmt.Errorf("%w: no running sandbox %q", errdefs.ErrNotFound, id)
 	}
-	sb := l.snapshot()
+	sb := h.Record()
 	p, ok := sb.Spec.Exposed(port)
 	if !ok {
 		return fmt.Errorf("%w: port %d of sandbox %s is not exposed", errdefs.ErrNotFound, port, id)
@@ -48,28 +51,28 @@ func (m *Manager) PortAccess(id string, port int, token string, admin bool) erro
 	return nil
 }
 
-// DialPort opens a connection to an exposed port inside a sandbox, through
+// Dial opens a connection to an exposed port inside a sandbox, through
 // its agent. The sandbox counts as active until the connection is closed.
 // remote and what describe the client for the event log.
-func (m *Manager) DialPort(ctx context.Context, id string, port int, remote, what string) (net.Conn, error) {
-	client, l, release, err := m.agentFor(id)
+func (s Ports) Dial(ctx context.Context, id string, port int, remote, what string) (net.Conn, error) {
+	a, err := s.m.acquire(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := l.snapshot().Spec.Exposed(port); !ok {
-		release()
+	if _, ok := a.rec.Spec.Exposed(port); !ok {
+		a.release()
 		return nil, fmt.Errorf("%w: port %d of sandbox %s is not exposed", errdefs.ErrNotFound, port, id)
 	}
-	conn, err := client.DialPort(ctx, port)
+	conn, err := a.agent.DialPort(ctx, port)
 	fields := map[string]string{"port": fmt.Sprint(port), "remote": remote, "request": what}
 	if err != nil {
-		release()
+		a.release()
 		fields["error"] = err.Error()
-		m.event(id, "port_connection", "exposed port connection failed", fields)
+		a.h.Event("port_connection", "exposed port connection failed", fields)
 		return nil, err
 	}
-	m.event(id, "port_connection", "exposed port connection", fields)
-	return &releasingConn{Conn: conn, release: release}, nil
+	a.h.Event("port_connection", "exposed port connection", fields)
+	return &releasingConn{Conn: conn, release: a.release}, nil
 }
 
 // releasingConn releases the sandbox's activity when closed.

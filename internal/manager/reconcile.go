@@ -8,17 +8,19 @@ import (
 	"time"
 
 	"corral/internal/agentapi"
+	"corral/internal/ids"
+	"corral/internal/manager/handle"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
 )
 
 // reconcile makes the records and the host agree after a start: every
-// sandbox the store says is live is either adopted (it still runs and its
-// agent answers) or terminated and cleaned up; anything a runtime runs, or
-// any sandbox directory, without a live record is destroyed. No record is
-// forgotten.
+// sandbox the records say is live is either adopted (it still runs and its
+// agent answers) or torn down and ended; anything a runtime runs, any
+// sandbox directory, network or image lease without a live record is torn
+// down. No record is forgotten.
 func (m *Manager) reconcile(ctx context.Context) error {
-	recs, err := m.store.ListSandboxes(ctx, true)
+	recs, err := m.records.ListSandboxes(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -27,7 +29,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 		known[sb.ID] = true
 		m.reconcileOne(ctx, sb)
 	}
-	snaps, err := m.store.ListSnapshots(ctx)
+	snaps, err := m.records.ListSnapshots(ctx)
 	if err != nil {
 		return err
 	}
@@ -35,7 +37,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 		known[sn.ID] = true // holds an image lease
 	}
 	m.removeOrphanSnapshots(known)
-	m.destroyOrphans(ctx, known)
+	m.tearDownOrphans(ctx, known)
 	return nil
 }
 
@@ -55,169 +57,175 @@ func (m *Manager) removeOrphanSnapshots(known map[string]bool) {
 
 func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {
 	rt := m.cfg.Runtimes[sb.Spec.Runtime]
+	h := handle.New(sb, rt, m.host)
+	h.Lock()
+	defer h.Unlock()
 	if rt == nil {
 		m.log.Error("sandbox of an unavailable runtime; marking lost", "sandbox", sb.ID, "runtime", sb.Spec.Runtime)
-		m.endRecord(ctx, sb, sandbox.EndLost, "runtime "+sb.Spec.Runtime+" unavailable")
+		h.Lost(ctx, sandbox.EndLost, "runtime "+sb.Spec.Runtime+" unavailable")
 		return
 	}
-	l := newLive(sb, rt)
 	m.mu.Lock()
-	m.live[sb.ID] = l
+	m.handles[sb.ID] = h
 	m.mu.Unlock()
-	l.op.Lock()
-	defer l.op.Unlock()
 	if sb.Spec.Tags[poolTag] != "" && sb.State == sandbox.Running {
 		// The new daemon fills its own pool.
-		m.event(sb.ID, "terminated", "warm pool sandbox of the previous daemon", nil)
-		if _, err := m.terminateLocked(l, sandbox.EndTerminated, nil); err != nil {
+		h.Event("terminated", "warm pool sandbox of the previous daemon", nil)
+		if _, err := m.terminateLocked(h, sandbox.EndTerminated, nil); err != nil {
 			m.log.Error("terminating a warm pool sandbox", "sandbox", sb.ID, "err", err)
 		}
 		return
 	}
-	reason, err := m.adopt(ctx, l)
+	reason, err := m.adopt(ctx, h)
 	if err == nil {
-		m.log.Info("adopted sandbox", "sandbox", sb.ID, "state", sb.State)
-		m.event(sb.ID, "adopted", "daemon restarted; sandbox still "+string(sb.State), nil)
+		m.log.Info("adopted sandbox", "sandbox", sb.ID, "state", h.State())
+		h.Event("adopted", "daemon restarted; sandbox still "+string(h.State()), nil)
 		return
 	}
 	m.log.Warn("sandbox not recoverable after restart", "sandbox", sb.ID, "reason", reason, "err", err)
-	m.event(sb.ID, reason, "not recoverable after daemon restart: "+err.Error(), nil)
+	h.Event(reason, "not recoverable after daemon restart: "+err.Error(), nil)
 	if sb.State == sandbox.Creating {
-		derr := rt.Destroy(ctx, l.ref)
-		if derr == nil {
-			derr = m.detachNetwork(ctx, sb.ID)
-		}
-		if derr == nil {
-			m.releaseImage(sb.ID)
-		}
-		if derr != nil {
-			m.log.Error("destroying half-created sandbox", "sandbox", sb.ID, "err", derr)
-			return
-		}
-		m.fail(l, fmt.Errorf("daemon restarted while creating: %w", err))
+		h.Fail(fmt.Errorf("daemon restarted while creating: %w", err))
+		m.forget(h)
 		return
 	}
-	if _, err := m.terminateLocked(l, reason, nil); err != nil {
+	if _, err := m.terminateLocked(h, reason, nil); err != nil {
 		m.log.Error("terminating unrecoverable sandbox", "sandbox", sb.ID, "err", err)
 	}
 }
 
-// adopt reconnects to a sandbox that was running before the restart. On
-// failure it returns the end reason to record.
-func (m *Manager) adopt(ctx context.Context, l *live) (string, error) {
-	sb := l.snapshot()
-	if sb.State == sandbox.Paused {
-		// Stays paused (no agent to reach) until resumed.
-		if st, err := l.rt.Status(ctx, l.ref); err != nil || st != runtime.StatePaused {
-			return sandbox.EndLost, fmt.Errorf("it was paused, but the runtime reports %q (%v)", st, err)
-		}
-		return "", nil
-	}
+// adopt reconnects to a sandbox that was running (or paused) before the
+// restart. On failure it returns the end reason to record.
+func (m *Manager) adopt(ctx context.Context, h *handle.Handle) (string, error) {
+	sb := h.Record()
+	st, err := h.Runtime().Status(ctx, h.Ref())
 	switch {
-	case sb.State != sandbox.Running:
+	case sb.State == sandbox.Paused && err == nil && st == runtime.StatePaused:
+		return "", nil // stays paused (no agent to reach) until resumed
+	case sb.State != sandbox.Running && sb.State != sandbox.Paused:
 		return sandbox.EndLost, fmt.Errorf("it was %s", sb.State)
-	case time.Now().After(sb.ExpiresAt()):
+	case sb.State == sandbox.Running && time.Now().After(sb.ExpiresAt()):
 		return sandbox.EndTimeout, fmt.Errorf("its lifetime ended at %s", sb.ExpiresAt().Format(time.RFC3339))
+	case err != nil:
+		return sandbox.EndLost, fmt.Errorf("runtime status: %w", err)
+	case st != runtime.StateRunning:
+		return sandbox.EndLost, fmt.Errorf("it was %s, but the runtime reports %q", sb.State, st)
 	}
-	st, err := l.rt.Status(ctx, l.ref)
-	if err != nil || st != runtime.StateRunning {
-		return sandbox.EndLost, fmt.Errorf("runtime reports %q (%v)", st, err)
-	}
-	client, err := m.connect(ctx, l)
+	client, err := h.Connect(ctx)
 	if err != nil {
 		return sandbox.EndLost, err
 	}
-	if len(sb.Spec.Entrypoint) > 0 {
-		if err := m.reattachEntrypoint(ctx, l, client); err != nil {
+	if sb.State == sandbox.Paused {
+		// The daemon stopped between recording a pause and finishing it:
+		// the sandbox still runs, so it is running.
+		if _, err := h.Apply(ctx, handle.Change{To: sandbox.Running, Edit: func(s *sandbox.Sandbox) { s.PausedAt = time.Time{} }}); err != nil {
 			client.Close()
 			return sandbox.EndLost, err
 		}
 	}
-	l.mu.Lock()
-	l.client = client
-	l.mu.Unlock()
-	m.watch(l, client)
+	if len(sb.Spec.Entrypoint) > 0 {
+		if err := m.reattachEntrypoint(h, client); err != nil {
+			client.Close()
+			return sandbox.EndLost, err
+		}
+	}
+	h.SetAgent(client)
+	m.watch(h)
 	return "", nil
 }
 
 // reattachEntrypoint follows the entrypoint again; if it ended while the
 // daemon was down, Connect replays its end and the sandbox ends normally.
-func (m *Manager) reattachEntrypoint(ctx context.Context, l *live, client *agentapi.Client) error {
+func (m *Manager) reattachEntrypoint(h *handle.Handle, client *agentapi.Client) error {
 	stream, err := client.Connect(m.ctx, 0, entrypointTag)
 	if err != nil {
 		return fmt.Errorf("re-attaching to the entrypoint: %w", err)
 	}
-	m.followEntrypoint(l, stream)
+	m.followEntrypoint(h, stream)
 	return nil
 }
 
-// endRecord marks a record terminal without a runtime (its runtime is gone).
-func (m *Manager) endRecord(ctx context.Context, sb *sandbox.Sandbox, reason, msg string) {
-	sb.State = sandbox.Terminated
-	sb.EndReason = reason
-	sb.Error = msg
-	sb.EndedAt = time.Now().UTC()
-	code := sandbox.ExitCodeFor(reason)
-	sb.ExitCode = &code
-	if err := m.store.PutSandbox(ctx, sb); err != nil {
-		m.log.Error("recording lost sandbox", "sandbox", sb.ID, "err", err)
+// tearDownOrphans tears down every sandbox something on the host knows of
+// (a runtime, the sandboxes directory, the network layer, the image
+// leases) that has no live record, and drops image leases of snapshots
+// that are gone.
+func (m *Manager) tearDownOrphans(ctx context.Context, known map[string]bool) {
+	orphans := map[string]runtime.Runtime{} // id -> the runtime that has it (nil: none says so)
+	note := func(id string, rt runtime.Runtime) {
+		if known[id] || !ids.Sandbox(id) {
+			return
+		}
+		if orphans[id] == nil {
+			orphans[id] = rt
+		}
 	}
-}
-
-// destroyOrphans removes what runtimes run, and sandbox directories that
-// exist, without a live record.
-func (m *Manager) destroyOrphans(ctx context.Context, known map[string]bool) {
-	orphans := map[string]runtime.Runtime{}
 	for _, rt := range m.cfg.Runtimes {
-		ids, err := rt.List(ctx)
+		list, err := rt.List(ctx)
 		if err != nil {
 			m.log.Error("listing runtime sandboxes", "runtime", rt.Name(), "err", err)
 			continue
 		}
-		for _, id := range ids {
-			if !known[id] && sandbox.ValidID(id) {
-				orphans[id] = rt
-			}
+		for _, id := range list {
+			note(id, rt)
 		}
 	}
 	entries, _ := os.ReadDir(m.cfg.sandboxesDir())
 	for _, e := range entries {
-		if id := e.Name(); sandbox.ValidID(id) && !known[id] && orphans[id] == nil {
-			for _, rt := range m.cfg.Runtimes {
-				orphans[id] = rt
-				break
-			}
+		note(e.Name(), nil)
+	}
+	if n := m.host.Network; n != nil {
+		list, err := n.List()
+		if err != nil {
+			m.log.Error("listing sandbox networks", "err", err)
+		}
+		for _, id := range list {
+			note(id, nil)
 		}
 	}
-	m.destroyOrphanNetworks(ctx, known)
-	m.releaseOrphanLeases(known)
+	m.orphanLeases(known, note)
 	for id, rt := range orphans {
-		ref := runtime.Ref{ID: id, Dir: filepath.Join(m.cfg.sandboxesDir(), id)}
-		m.log.Warn("destroying orphaned sandbox", "sandbox", id, "runtime", rt.Name())
-		if err := rt.Destroy(ctx, ref); err != nil {
-			m.log.Error("destroying orphaned sandbox", "sandbox", id, "err", err)
+		m.tearDownOrphan(ctx, id, rt)
+	}
+}
+
+// orphanLeases notes the sandboxes holding image leases and releases the
+// leases of snapshots without a record.
+func (m *Manager) orphanLeases(known map[string]bool, note func(string, runtime.Runtime)) {
+	if m.cfg.Images == nil {
+		return
+	}
+	leases, err := m.cfg.Images.Leases()
+	if err != nil {
+		m.log.Error("listing image leases", "err", err)
+		return
+	}
+	for id := range leases {
+		switch {
+		case known[id]:
+		case ids.Snapshot(id):
+			m.releaseLease(id)
+		default:
+			note(id, nil)
 		}
 	}
 }
 
-// destroyOrphanNetworks detaches the network of every sandbox the network
-// layer has state for but the store has no live record of.
-func (m *Manager) destroyOrphanNetworks(ctx context.Context, known map[string]bool) {
-	if !m.networkEnabled() {
-		return
-	}
-	ids, err := m.cfg.Network.Layer.List()
-	if err != nil {
-		m.log.Error("listing sandbox networks", "err", err)
-		return
-	}
-	for _, id := range ids {
-		if known[id] {
-			continue
+// tearDownOrphan runs the one teardown for an orphan: with the runtime
+// that reported it, or with each runtime when none did (a directory,
+// network or lease left by a crash).
+func (m *Manager) tearDownOrphan(ctx context.Context, id string, rt runtime.Runtime) {
+	rts := []runtime.Runtime{rt}
+	if rt == nil {
+		rts = rts[:0]
+		for _, r := range m.cfg.Runtimes {
+			rts = append(rts, r)
 		}
-		m.log.Warn("detaching orphaned sandbox network", "sandbox", id)
-		if err := m.detachNetwork(ctx, id); err != nil {
-			m.log.Error("detaching orphaned sandbox network", "sandbox", id, "err", err)
+	}
+	rec := &sandbox.Sandbox{ID: id, Dir: filepath.Join(m.cfg.sandboxesDir(), id)}
+	for _, r := range rts {
+		m.log.Warn("tearing down an orphaned sandbox", "sandbox", id, "runtime", r.Name())
+		if err := handle.New(rec, r, m.host).Teardown(ctx); err != nil {
+			m.log.Error("tearing down an orphaned sandbox", "sandbox", id, "err", err)
 		}
 	}
 }

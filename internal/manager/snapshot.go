@@ -15,7 +15,9 @@ import (
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
+	"corral/internal/ids"
 	imagestore "corral/internal/image/store"
+	"corral/internal/manager/handle"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
 )
@@ -25,43 +27,47 @@ const snapshotTimeout = 5 * time.Minute
 
 func (c *Config) snapshotsDir() string { return filepath.Join(c.StateDir, "snapshots") }
 
-// SnapshotMemory saves the running sandbox id's whole state (memory,
-// processes, writable layer) as a durable snapshot, optionally named; the
-// sandbox runs on. Streams in flight on its agent connection end.
-func (m *Manager) SnapshotMemory(ctx context.Context, id, name string) (*sandbox.Snapshot, error) {
+// Snapshots is the memory snapshot service: durable snapshots of running
+// sandboxes (memory, processes, writable layer), listed, removed, and
+// started from (Manager.Create with from_snapshot), and forks.
+type Snapshots struct{ m *Manager }
+
+// Take saves the running sandbox id's whole state as a durable snapshot,
+// optionally named; the sandbox runs on. Streams in flight on its agent
+// connection end.
+func (s Snapshots) Take(ctx context.Context, id, name string) (*sandbox.Snapshot, error) {
+	m := s.m
 	if name != "" && !sandbox.ValidSnapshotName(name) {
 		return nil, errdefs.Invalid("name", "%q is not a snapshot name (letters, digits, '_', '.', '-')", name)
 	}
-	if sandbox.ValidSnapshotID(name) {
+	if ids.Snapshot(name) {
 		return nil, errdefs.Invalid("name", "%q has the shape of a snapshot id", name)
 	}
-	l, sn, err := m.snapshotter(id)
+	h, sn, err := m.snapshotter(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	version, err := m.runtimeVersion(ctx, l.rt)
+	version, err := m.runtimeVersion(ctx, h.Runtime())
 	if err != nil {
 		return nil, err
 	}
 	if name != "" {
-		if _, err := m.store.GetSnapshot(ctx, name); err == nil {
+		if _, err := m.records.GetSnapshot(ctx, name); err == nil {
 			return nil, fmt.Errorf("%w: a snapshot named %q exists", errdefs.ErrAlreadyExists, name)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
-	l.op.Lock()
-	defer l.op.Unlock()
-	sb := l.snapshot()
-	l.mu.Lock()
-	client := l.client
-	l.mu.Unlock()
+	h.Lock()
+	defer h.Unlock()
+	sb := h.Record()
+	client := h.Agent()
 	if sb.State != sandbox.Running || client == nil {
 		return nil, fmt.Errorf("%w: sandbox %s is %s, not running", errdefs.ErrFailedPrecondition, id, sb.State)
 	}
 	rec := &sandbox.Snapshot{
-		ID: sandbox.NewSnapshotID(), Name: name, SandboxID: id, Spec: sb.Spec,
-		Runtime: l.rt.Name(), RuntimeVersion: version,
+		ID: ids.NewSnapshot(), Name: name, SandboxID: id, Spec: sb.Spec,
+		Runtime: h.Runtime().Name(), RuntimeVersion: version,
 		AgentProtocol: client.Version(), AgentVersion: client.AgentVersion(), CreatedAt: time.Now().UTC(),
 	}
 	rec.Spec.Name, rec.Spec.Entrypoint = "", nil
@@ -70,7 +76,7 @@ func (m *Manager) SnapshotMemory(ctx context.Context, id, name string) (*sandbox
 		return nil, err
 	}
 	start := time.Now()
-	if err := m.saveLocked(ctx, l, client, sn, rec.Dir); err != nil {
+	if err := m.saveLocked(ctx, h, client, sn, rec.Dir); err != nil {
 		os.RemoveAll(rec.Dir)
 		return nil, err
 	}
@@ -80,39 +86,33 @@ func (m *Manager) SnapshotMemory(ctx context.Context, id, name string) (*sandbox
 		os.RemoveAll(rec.Dir)
 		return nil, err
 	}
-	m.event(id, "snapshot", "memory snapshot saved", map[string]string{
+	h.Event("snapshot", "memory snapshot saved", map[string]string{
 		"snapshot": rec.ID, "bytes": fmt.Sprint(rec.SizeBytes), "took": took.Round(time.Millisecond).String()})
 	return rec, nil
 }
 
 // saveLocked ends the agent session, has the runtime save the sandbox into
-// dir, and reconnects (the caller holds l.op). A sandbox whose agent does
-// not come back is ended as crashed.
-func (m *Manager) saveLocked(ctx context.Context, l *live, client *agentapi.Client, sn runtime.Snapshotter, dir string) error {
-	l.mu.Lock()
-	l.saving = true
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		l.saving = false
-		l.mu.Unlock()
-	}()
+// dir, and reconnects (the caller holds h's lock). A sandbox whose agent
+// does not come back is ended as crashed.
+func (m *Manager) saveLocked(ctx context.Context, h *handle.Handle, client *agentapi.Client, sn runtime.Snapshotter, dir string) error {
+	h.Quiet(true)
+	defer h.Quiet(false)
 	if err := client.EndSession(ctx); err != nil {
-		m.log.Warn("ending the agent session before a snapshot", "sandbox", l.ref.ID, "err", err)
+		m.log.Warn("ending the agent session before a snapshot", "sandbox", h.ID(), "err", err)
 	}
-	saveErr := sn.SaveSnapshot(ctx, l.ref, dir)
-	next, err := m.connect(context.WithoutCancel(ctx), l)
+	saveErr := sn.SaveSnapshot(ctx, h.Ref(), dir)
+	next, err := h.Connect(context.WithoutCancel(ctx))
 	if err != nil {
-		m.event(l.ref.ID, "crashed", "agent gone after a snapshot", map[string]string{"err": err.Error()})
-		m.terminateAsync(l.ref.ID, sandbox.EndCrashed, nil)
+		h.Event("crashed", "agent gone after a snapshot", map[string]string{"err": err.Error()})
+		m.terminateAsync(h.ID(), sandbox.EndCrashed, nil)
 		return errors.Join(saveErr, err)
 	}
-	l.mu.Lock()
-	l.client = next
-	l.mu.Unlock()
-	m.watch(l, next)
+	if old := h.SetAgent(next); old != nil {
+		old.Close()
+	}
+	m.watch(h)
 	if saveErr != nil {
-		return fmt.Errorf("snapshotting sandbox %s: %w", l.ref.ID, saveErr)
+		return fmt.Errorf("snapshotting sandbox %s: %w", h.ID(), saveErr)
 	}
 	return nil
 }
@@ -125,33 +125,43 @@ func (m *Manager) keep(ctx context.Context, rec *sandbox.Snapshot) error {
 			return fmt.Errorf("leasing image %s: %w", d, err)
 		}
 	}
-	if err := m.store.PutSnapshot(ctx, rec); err != nil {
-		m.releaseImage(rec.ID)
+	if err := m.records.PutSnapshot(ctx, rec); err != nil {
+		m.releaseLease(rec.ID)
 		return err
 	}
 	return nil
 }
 
-// snapshotter returns a running sandbox's live side and its runtime's
+// releaseLease drops the image lease a snapshot holds (no-op without one).
+func (m *Manager) releaseLease(id string) {
+	if m.cfg.Images == nil {
+		return
+	}
+	if err := m.cfg.Images.Release(id); err != nil {
+		m.log.Error("releasing image lease", "holder", id, "err", err)
+	}
+}
+
+// snapshotter returns a running sandbox's handle and its runtime's
 // Snapshotter.
-func (m *Manager) snapshotter(id string) (*live, runtime.Snapshotter, error) {
-	l, err := m.liveOf(id)
+func (m *Manager) snapshotter(ctx context.Context, id string) (*handle.Handle, runtime.Snapshotter, error) {
+	h, err := m.live(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
-	sn, ok := l.rt.(runtime.Snapshotter)
+	sn, ok := h.Runtime().(runtime.Snapshotter)
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: runtime %s cannot take memory snapshots", errdefs.ErrNotSupported, l.rt.Name())
+		return nil, nil, fmt.Errorf("%w: runtime %s cannot take memory snapshots", errdefs.ErrNotSupported, h.Runtime().Name())
 	}
-	return l, sn, nil
+	return h, sn, nil
 }
 
 // runtimeVersion is rt's version string ("" for a runtime that names
 // none), asked once.
 func (m *Manager) runtimeVersion(ctx context.Context, rt runtime.Runtime) (string, error) {
-	m.mu.Lock()
+	m.versionsMu.Lock()
 	v, ok := m.versions[rt.Name()]
-	m.mu.Unlock()
+	m.versionsMu.Unlock()
 	if ok {
 		return v, nil
 	}
@@ -161,39 +171,59 @@ func (m *Manager) runtimeVersion(ctx context.Context, rt runtime.Runtime) (strin
 			return "", err
 		}
 	}
-	m.mu.Lock()
+	m.versionsMu.Lock()
 	m.versions[rt.Name()] = v
-	m.mu.Unlock()
+	m.versionsMu.Unlock()
 	return v, nil
 }
 
-// Snapshots lists every memory snapshot.
-func (m *Manager) Snapshots(ctx context.Context) ([]*sandbox.Snapshot, error) {
-	return m.store.ListSnapshots(ctx)
+// List lists every memory snapshot.
+func (s Snapshots) List(ctx context.Context) ([]*sandbox.Snapshot, error) {
+	return s.m.records.ListSnapshots(ctx)
 }
 
-// Snapshot returns the snapshot named by ref (id or name).
-func (m *Manager) Snapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error) {
+// Get returns the snapshot named by ref (id or name).
+func (s Snapshots) Get(ctx context.Context, ref string) (*sandbox.Snapshot, error) {
 	if !sandbox.ValidSnapshotRef(ref) {
 		return nil, fmt.Errorf("%w: snapshot %q", errdefs.ErrNotFound, ref)
 	}
-	return m.store.GetSnapshot(ctx, ref)
+	return s.m.records.GetSnapshot(ctx, ref)
 }
 
-// RemoveSnapshot deletes a snapshot's record, files and image lease.
-// Sandboxes started from it are copies and keep running.
-func (m *Manager) RemoveSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error) {
-	rec, err := m.Snapshot(ctx, ref)
+// Remove deletes a snapshot's record, files and image lease. Sandboxes
+// started from it are copies and keep running.
+func (s Snapshots) Remove(ctx context.Context, ref string) (*sandbox.Snapshot, error) {
+	rec, err := s.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.store.DeleteSnapshot(ctx, rec.ID); err != nil {
+	if err := s.m.records.DeleteSnapshot(ctx, rec.ID); err != nil {
 		return nil, err
 	}
 	if err := os.RemoveAll(rec.Dir); err != nil {
 		return nil, fmt.Errorf("removing snapshot files: %w", err)
 	}
-	m.releaseImage(rec.ID)
+	s.m.releaseLease(rec.ID)
+	return rec, nil
+}
+
+// restorable fills in spec (not yet normalized) from the snapshot it
+// starts from and returns that snapshot, refusing one this daemon cannot
+// restore or a spec that asks for what a copy cannot change.
+func (s Snapshots) restorable(ctx context.Context, spec *sandbox.Spec) (*sandbox.Snapshot, error) {
+	if !sandbox.ValidSnapshotRef(spec.FromSnapshot) {
+		return nil, errdefs.Invalid("from_snapshot", "%q is neither a snapshot id nor a snapshot name", spec.FromSnapshot)
+	}
+	rec, err := s.Get(ctx, spec.FromSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	if err := fromSnapshot(spec, rec); err != nil {
+		return nil, err
+	}
+	if err := s.m.checkRestorable(ctx, rec); err != nil {
+		return nil, err
+	}
 	return rec, nil
 }
 
@@ -281,16 +311,16 @@ func fromSnapshot(spec *sandbox.Spec, rec *sandbox.Snapshot) error {
 // giveIdentity makes a copy of a snapshot its own machine: its hostname
 // (its id), a machine id and boot id of its own, a reseeded RNG, its own
 // address and resolver.
-func (m *Manager) giveIdentity(ctx context.Context, l *live, client *agentapi.Client, netID *agentapi.IdentityNetwork, nameservers []string) error {
+func (m *Manager) giveIdentity(ctx context.Context, h *handle.Handle, client *agentapi.Client, netID *agentapi.IdentityNetwork, nameservers []string) error {
 	req := agentapi.IdentityRequest{
-		Hostname: l.ref.ID, MachineID: randomHex(16), BootID: randomUUID(), Entropy: randomBytes(64),
+		Hostname: h.ID(), MachineID: randomHex(16), BootID: randomUUID(), Entropy: randomBytes(64),
 		Network: netID, Nameservers: nameservers,
 	}
 	res, err := client.Identity(ctx, req)
 	if err != nil {
 		return fmt.Errorf("giving the copy its identity: %w", err)
 	}
-	m.log.Debug("copy identity", "sandbox", l.ref.ID, "rng", res.RNG, "boot_id", res.BootID, "network", res.Network)
+	m.log.Debug("copy identity", "sandbox", h.ID(), "rng", res.RNG, "boot_id", res.BootID, "network", res.Network)
 	return nil
 }
 

@@ -3,102 +3,57 @@ package manager
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/ids"
+	"corral/internal/manager/handle"
 	"corral/internal/sandbox"
 )
-
-// destroyTimeout bounds the runtime's teardown of one sandbox.
-const destroyTimeout = 60 * time.Second
 
 // Terminate ends a sandbox for reason, killing everything in it and removing
 // every host resource it had. exitCode, if not nil, is what wait reports
 // (the entrypoint's); otherwise the reason's code. Terminating a terminal
 // sandbox returns its record unchanged.
 func (m *Manager) Terminate(ctx context.Context, id, reason string, exitCode *int) (*sandbox.Sandbox, error) {
-	if !sandbox.ValidID(id) {
+	if !ids.Sandbox(id) {
 		return nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
 	}
-	m.mu.Lock()
-	l := m.live[id]
-	m.mu.Unlock()
-	if l == nil {
-		return m.store.GetSandbox(ctx, id)
+	h := m.lookup(id)
+	if h == nil {
+		return m.records.GetSandbox(ctx, id)
 	}
-	l.op.Lock()
-	defer l.op.Unlock()
-	if l.state().Terminal() {
-		return l.snapshot(), nil
+	h.Lock()
+	defer h.Unlock()
+	if h.State().Terminal() {
+		return h.Record(), nil
 	}
-	return m.terminateLocked(l, reason, exitCode)
+	return m.terminateLocked(h, reason, exitCode)
 }
 
-// terminateLocked does the work of Terminate; the caller holds l.op.
-func (m *Manager) terminateLocked(l *live, reason string, exitCode *int) (*sandbox.Sandbox, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), destroyTimeout)
-	defer cancel()
-	if l.state() != sandbox.Terminating {
-		rec, err := l.move(sandbox.Terminating, func(s *sandbox.Sandbox) { s.EndReason = reason })
-		if err != nil {
-			return nil, err
-		}
-		if err := m.store.PutSandbox(ctx, rec); err != nil {
-			return nil, err
-		}
-	}
-	l.detach()
-	err := l.rt.Destroy(ctx, l.ref)
-	if err == nil {
-		err = m.detachNetwork(ctx, l.ref.ID)
-	}
-	if err == nil {
-		m.releaseImage(l.ref.ID)
-	}
-	if err != nil {
-		// Stay in terminating: the record says cleanup is owed, and the next
-		// reconcile retries it.
-		m.event(l.ref.ID, "error", "destroying sandbox: "+err.Error(), nil)
-		return nil, fmt.Errorf("terminating sandbox %s: %w", l.ref.ID, err)
-	}
-	code := sandbox.ExitCodeFor(reason)
-	if exitCode != nil {
-		code = *exitCode
-	}
-	rec, err := l.move(sandbox.Terminated, func(s *sandbox.Sandbox) {
-		s.EndedAt = time.Now().UTC()
-		s.EndReason = reason
-		s.ExitCode = &code
-	})
+// terminateLocked is Terminate for a caller that holds h's lock.
+func (m *Manager) terminateLocked(h *handle.Handle, reason string, exitCode *int) (*sandbox.Sandbox, error) {
+	rec, err := h.Terminate(reason, exitCode)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.store.PutSandbox(ctx, rec); err != nil {
-		return nil, err
-	}
-	m.event(l.ref.ID, "terminated", "sandbox terminated", map[string]string{"reason": reason, "exit_code": fmt.Sprint(code)})
-	m.log.Info("sandbox terminated", "sandbox", l.ref.ID, "reason", reason, "exit_code", code)
-	m.forget(l)
+	m.forget(h)
 	return rec, nil
 }
 
 // Wait blocks until the sandbox is terminal (or ctx ends) and returns its
 // exit code and end reason.
 func (m *Manager) Wait(ctx context.Context, id string) (int, string, error) {
-	if !sandbox.ValidID(id) {
+	if !ids.Sandbox(id) {
 		return 0, "", fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
 	}
-	m.mu.Lock()
-	l := m.live[id]
-	m.mu.Unlock()
-	if l != nil {
+	if h := m.lookup(id); h != nil {
 		select {
-		case <-l.done:
+		case <-h.Done():
 		case <-ctx.Done():
 			return 0, "", fmt.Errorf("%w: waiting for sandbox %s: %v", errdefs.ErrDeadlineExceeded, id, ctx.Err())
 		}
 	}
-	rec, err := m.store.GetSandbox(ctx, id)
+	rec, err := m.records.GetSandbox(ctx, id)
 	if err != nil {
 		return 0, "", err
 	}
@@ -110,6 +65,17 @@ func (m *Manager) Wait(ctx context.Context, id string) (int, string, error) {
 		code = *rec.ExitCode
 	}
 	return code, rec.EndReason, nil
+}
+
+// Done returns a channel closed when the sandbox is terminal (already closed
+// if it is).
+func (m *Manager) Done(id string) <-chan struct{} {
+	if h := m.lookup(id); h != nil {
+		return h.Done()
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
 }
 
 // terminateAsync ends a sandbox from a background watcher.

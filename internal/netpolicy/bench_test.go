@@ -32,7 +32,7 @@ func BenchmarkEgressNAT(b *testing.B) {
 func benchEgress(b *testing.B, mutate func(*Config)) {
 	e := newTestEnv(b, mutate)
 	startServers(b, e.internet, "internet", discardPort)
-	s := e.attach("bench", policy.Policy{})
+	s := e.attach("sb-benchaaaaaaaaaaa", policy.Policy{})
 	client, server := e.plainPair()
 	startServers(b, server, "plain", discardPort)
 	ctx := context.Background()

@@ -111,20 +111,20 @@ func TestState(t *testing.T) {
 	}
 	must(t, os.MkdirAll(c.slotsDir(), 0o700))
 	n := &Network{cfg: c, slots: map[string]*slotState{}}
-	s, err := n.lease("sb-1", policy.Policy{CIDRAllowlist: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}})
+	s, err := n.lease("sb-aaaaaaaaaaaaaaaa", policy.Policy{CIDRAllowlist: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	must(t, writeState(c, s))
-	got, err := readState(c, "sb-1")
+	got, err := readState(c, "sb-aaaaaaaaaaaaaaaa")
 	if err != nil || got.Slot != s.Slot || got.Index != s.Index || len(got.Policy.CIDRAllowlist) != 1 {
 		t.Fatalf("readState = %+v, %v", got, err)
 	}
-	if _, err := readState(c, "sb-2"); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := readState(c, "sb-2aaaaaaaaaaaaaaa"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("readState(missing) = %v", err)
 	}
 	os.WriteFile(filepath.Join(c.slotsDir(), ".sb-3.tmp"), nil, 0o600)
-	if ids, err := stateIDs(c); err != nil || len(ids) != 1 || ids[0] != "sb-1" {
+	if ids, err := stateIDs(c); err != nil || len(ids) != 1 || ids[0] != "sb-aaaaaaaaaaaaaaaa" {
 		t.Errorf("stateIDs = %v, %v", ids, err)
 	}
 	for _, id := range []string{"", "..", "a/b", "-x", string(make([]byte, 200))} {
@@ -132,6 +132,6 @@ func TestState(t *testing.T) {
 			t.Errorf("checkID(%q) accepted", id)
 		}
 	}
-	must(t, removeState(c, "sb-1"))
-	must(t, removeState(c, "sb-1"))
+	must(t, removeState(c, "sb-aaaaaaaaaaaaaaaa"))
+	must(t, removeState(c, "sb-aaaaaaaaaaaaaaaa"))
 }

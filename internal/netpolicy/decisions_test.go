@@ -132,7 +132,7 @@ func TestDenialDecisions(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.world()
 	other := e.other()
-	s := e.attach("sb-decisions", policy.Policy{})
+	s := e.attach("sb-decisionsaaaaaaa", policy.Policy{})
 	ap := netip.AddrPortFrom
 	ctx := context.Background()
 
@@ -234,7 +234,7 @@ func (e *testEnv) waitCount(t *testing.T, id, reason string, want uint64) uint64
 func TestDenialFlood(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.world()
-	s := e.attach("sb-flood", policy.Policy{})
+	s := e.attach("sb-floodaaaaaaaaaaa", policy.Policy{})
 	const packets = 2000
 	before, err := e.net.DenialCounts(s.ID)
 	must(t, err)
@@ -267,7 +267,7 @@ func TestDenialFlood(t *testing.T) {
 func TestNFLOGOverflow(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.world()
-	s := e.attach("sb-overflow", policy.Policy{})
+	s := e.attach("sb-overflowaaaaaaaa", policy.Policy{})
 	// The rules keep logging; this test reads the group, with the kernel's
 	// smallest socket buffer.
 	e.net.stopReader()
@@ -303,7 +303,7 @@ func TestNFLOGOverflow(t *testing.T) {
 func TestNFLOGClose(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.world()
-	s := e.attach("sb-close", policy.Policy{})
+	s := e.attach("sb-closeaaaaaaaaaaa", policy.Policy{})
 	if _, err := openNFLOG(e.cfg.LogGroup, nflogRcvBuf, slog.New(slog.NewTextHandler(io.Discard, nil))); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("second reader of group %d: %v", e.cfg.LogGroup, err)
 	}

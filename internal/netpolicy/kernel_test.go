@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"corral/internal/ids"
 	"corral/internal/netpolicy/policy"
 )
 
@@ -204,7 +205,7 @@ func (e *testEnv) world() {
 
 // other attaches a second sandbox running servers, as a neighbour to probe.
 func (e *testEnv) other() *sandbox {
-	o := e.attach("neighbour", policy.Policy{})
+	o := e.attach("sb-neighbouraaaaaaa", policy.Policy{})
 	startServers(e.t, o.NetnsPath, "sandbox", 0, echoPort)
 	return o
 }
@@ -218,7 +219,7 @@ func TestPolicies(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.world()
 	other := e.other()
-	s := e.attach("sb-policies", policy.Policy{})
+	s := e.attach("sb-policiesaaaaaaaa", policy.Policy{})
 	ctx := context.Background()
 
 	t.Run("default", func(t *testing.T) {
@@ -303,7 +304,7 @@ func checkLookup(t *testing.T, e *testEnv, s *sandbox) {
 func TestResolvedExpire(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.world()
-	s := e.attach("sb-expire", policy.Policy{DomainAllowlist: []string{"*.allowed.test"}})
+	s := e.attach("sb-expireaaaaaaaaaa", policy.Policy{DomainAllowlist: []string{"*.allowed.test"}})
 	dst := netip.AddrPortFrom(internet1, echoPort)
 	if err := e.net.AllowResolved(s.ID, []netip.Addr{internet1}, time.Second); err != nil {
 		t.Fatal(err)
@@ -330,7 +331,7 @@ func TestOperatorAllowed(t *testing.T) {
 	e := newTestEnv(t, func(c *Config) { c.OperatorAllowed = []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16")} })
 	e.world()
 	other := e.other()
-	s := e.attach("sb-operator", policy.Policy{})
+	s := e.attach("sb-operatoraaaaaaaa", policy.Policy{})
 	e.expectReach(t, s, other, append([]string{"tcp internal", "udp internal"}, defaultReach...)...)
 }
 
@@ -342,7 +343,7 @@ func TestNoProxy(t *testing.T) {
 	e := newTestEnv(t, func(c *Config) { c.ProxyPort, c.DNSPort, c.Decide = 0, 0, nil })
 	e.world()
 	other := e.other()
-	s := e.attach("sb-direct", policy.Policy{})
+	s := e.attach("sb-directaaaaaaaaaa", policy.Policy{})
 	e.expectReach(t, s, other, "tcp internet", "tcp internet2", "udp internet", "icmp internet")
 	denialProbe{"tcp internal", "tcp", netip.AddrPortFrom(internal, echoPort), DeniedInternal}.try(t, s.NetnsPath)
 	e.expectDenials(t, s, DeniedInternal)
@@ -362,7 +363,7 @@ func TestNoProxy(t *testing.T) {
 func TestLiveChange(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.world()
-	s := e.attach("sb-live", policy.Policy{})
+	s := e.attach("sb-liveaaaaaaaaaaaa", policy.Policy{})
 	var c net.Conn
 	must(t, inNetns(s.NetnsPath, func() (err error) {
 		c, err = net.DialTimeout("tcp4", netip.AddrPortFrom(internet1, echoPort).String(), time.Second)
@@ -409,7 +410,7 @@ func TestAttachDetachCycles(t *testing.T) {
 	e.world()
 	ctx := context.Background()
 	for i := range 20 {
-		s := e.attach(fmt.Sprintf("cycle-%d", i), policy.Policy{})
+		s := e.attach(ids.NewSandbox(), policy.Policy{})
 		if got, err := tcpHello(s.NetnsPath, netip.AddrPortFrom(internet1, echoPort), time.Second); err != nil || got != "hello internet" {
 			c, _ := e.net.DenialCounts(s.ID)
 			t.Fatalf("cycle %d: %q, %v (denials %v)", i, got, err, c)

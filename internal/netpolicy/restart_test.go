@@ -21,7 +21,7 @@ func TestRestart(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.world()
 	ctx := context.Background()
-	s := e.attach("sb-survivor", policy.Policy{CIDRAllowlist: []netip.Prefix{public}})
+	s := e.attach("sb-survivoraaaaaaaa", policy.Policy{CIDRAllowlist: []netip.Prefix{public}})
 	dst := netip.AddrPortFrom(internet1, echoPort)
 	if _, err := tcpHello(s.NetnsPath, dst, dropWait); err != nil {
 		t.Fatalf("before restart: %v", err)
@@ -37,7 +37,7 @@ func TestRestart(t *testing.T) {
 	orphan := e.cfg.hostLinkName(slotCount(e.cfg.Pool) - 1)
 	must(t, netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: orphan}, PeerName: "cx" + e.suffix + "o"}))
 	t.Cleanup(func() { deleteLink(orphan) })
-	half, err := e.net.lease("sb-half", policy.Policy{})
+	half, err := e.net.lease("sb-halfaaaaaaaaaaaa", policy.Policy{})
 	must(t, err)
 	must(t, writeState(e.cfg, half))
 	must(t, e.net.installSandbox(half))
@@ -90,16 +90,16 @@ func TestAttachErrors(t *testing.T) {
 	if _, err := e.net.Attach(ctx, "../x", policy.Policy{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("bad id: %v", err)
 	}
-	if _, err := e.net.Attach(ctx, "sb-bad", policy.Policy{BlockNetwork: true, DomainAllowlist: []string{"a.test"}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := e.net.Attach(ctx, "sb-badaaaaaaaaaaaaa", policy.Policy{BlockNetwork: true, DomainAllowlist: []string{"a.test"}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("bad policy: %v", err)
 	}
-	if err := e.net.SetPolicy(ctx, "sb-none", policy.Policy{}); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := e.net.SetPolicy(ctx, "sb-noneaaaaaaaaaaaa", policy.Policy{}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("SetPolicy(unknown): %v", err)
 	}
-	if err := e.net.AllowResolved("sb-none", []netip.Addr{internet1}, time.Minute); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := e.net.AllowResolved("sb-noneaaaaaaaaaaaa", []netip.Addr{internet1}, time.Minute); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("AllowResolved(unknown): %v", err)
 	}
-	s := e.attach("sb-dup", policy.Policy{})
+	s := e.attach("sb-dupaaaaaaaaaaaaa", policy.Policy{})
 	if _, err := e.net.Attach(ctx, s.ID, policy.Policy{}); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Errorf("duplicate: %v", err)
 	}
@@ -108,14 +108,14 @@ func TestAttachErrors(t *testing.T) {
 
 	// Something already sits where the namespace should be mounted: the
 	// namespace step fails after the state file and the rules exist.
-	must(t, os.WriteFile(filepath.Join(e.cfg.netnsDir(), "sb-fail"), nil, 0o600))
-	if _, err := e.net.Attach(ctx, "sb-fail", policy.Policy{}); err == nil {
+	must(t, os.WriteFile(filepath.Join(e.cfg.netnsDir(), "sb-failaaaaaaaaaaaa"), nil, 0o600))
+	if _, err := e.net.Attach(ctx, "sb-failaaaaaaaaaaaa", policy.Policy{}); err == nil {
 		t.Fatal("Attach over an existing namespace file succeeded")
 	}
 	e.checkNoLeftovers(false)
 
 	must(t, e.net.Close())
-	if _, err := e.net.Attach(ctx, "sb-late", policy.Policy{}); !errors.Is(err, errdefs.ErrUnavailable) {
+	if _, err := e.net.Attach(ctx, "sb-lateaaaaaaaaaaaa", policy.Policy{}); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("Attach after Close: %v", err)
 	}
 }

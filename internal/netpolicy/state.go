@@ -8,11 +8,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
 	"corral/internal/errdefs"
+	"corral/internal/ids"
 	"corral/internal/netpolicy/policy"
 )
 
@@ -45,15 +45,8 @@ type slotState struct {
 
 const stateVersion = 1
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
-// checkID keeps ids usable as file names.
-func checkID(id string) error {
-	if !idPattern.MatchString(id) {
-		return errdefs.Invalid("id", "%q: letters, digits, '_', '.', '-', at most 128, starting with a letter or digit", id)
-	}
-	return nil
-}
+// checkID keeps ids usable as file and link names: only sandbox ids.
+func checkID(id string) error { return ids.CheckSandbox(id) }
 
 func (c Config) statePath(id string) string { return filepath.Join(c.slotsDir(), id+".json") }
 

@@ -23,8 +23,12 @@ import (
 	"context"
 	"io"
 	"net"
+	"path/filepath"
+	"time"
 
 	"corral/internal/agentapi"
+	"corral/internal/errdefs"
+	"corral/internal/ids"
 )
 
 // Ref names a sandbox to its runtime: the id and the per-sandbox host
@@ -32,6 +36,20 @@ import (
 type Ref struct {
 	ID  string
 	Dir string
+}
+
+// Check rejects a Ref no backend may act on: an id that is not a sandbox
+// id (ids.Sandbox: it ends up in paths, cgroup names and command lines) or
+// a directory that is not an absolute, clean path below "/". Every backend
+// method that takes a Ref calls it first.
+func (r Ref) Check() error {
+	if err := ids.CheckSandbox(r.ID); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(r.Dir) || filepath.Clean(r.Dir) != r.Dir || r.Dir == "/" {
+		return errdefs.Invalid("dir", "%q is not an absolute, clean sandbox directory", r.Dir)
+	}
+	return nil
 }
 
 // Resources are the limits of one sandbox. Zero means "no limit" for the
@@ -69,6 +87,24 @@ type StartParams struct {
 	// Nameservers the sandbox's /etc/resolv.conf should name (the daemon's
 	// resolver on the sandbox's gateway); empty leaves the file alone.
 	Nameservers []string
+	// Trace, if set, is told how long each of the start's own steps took
+	// (for corral bench --breakdown); step names are short and stable
+	// ("create", "start", "boot").
+	Trace func(step string, took time.Duration)
+}
+
+// Steps returns a function that tells trace (if not nil) the time since
+// its previous call, or since Steps, as the named step: how a backend
+// reports StartParams.Trace.
+func Steps(trace func(string, time.Duration)) func(string) {
+	last := time.Now()
+	return func(name string) {
+		now := time.Now()
+		if trace != nil {
+			trace(name, now.Sub(last))
+		}
+		last = now
+	}
 }
 
 // State is what a runtime reports about a sandbox.

@@ -1,11 +1,6 @@
 package sandbox
 
-import (
-	"crypto/rand"
-	"encoding/base32"
-	"strings"
-	"time"
-)
+import "time"
 
 // End reasons, recorded when a sandbox terminates, with the exit code wait
 // reports for each.
@@ -56,35 +51,18 @@ type Sandbox struct {
 	Dir string
 	// PortToken grants access to the sandbox's non-public exposed ports.
 	PortToken string
+	// Phases is how long each step of the create took, in order (steps
+	// of the runtime's own are named "runtime.<step>" and lie within
+	// "runtime"). Kept in memory by the daemon that made the sandbox, not
+	// in the records.
+	Phases []Phase
+}
+
+// Phase is one timed step of a create.
+type Phase struct {
+	Name     string
+	Duration time.Duration
 }
 
 // ExpiresAt is when the lifetime timeout fires.
 func (s *Sandbox) ExpiresAt() time.Time { return s.CreatedAt.Add(s.Spec.Timeout + s.PausedFor) }
-
-// NewID returns a fresh sandbox id: "sb-" and 16 lowercase base32 letters
-// (80 random bits).
-func NewID() string { return newID("sb-") }
-
-func newID(prefix string) string {
-	var b [10]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
-}
-
-// ValidID reports whether id has the shape NewID produces, so hostile ids
-// never reach a path or a runtime command line.
-func ValidID(id string) bool { return validID(id, "sb-") }
-
-func validID(id, prefix string) bool {
-	if len(id) != len(prefix)+16 || !strings.HasPrefix(id, prefix) {
-		return false
-	}
-	for _, c := range id[len(prefix):] {
-		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return false
-		}
-	}
-	return true
-}

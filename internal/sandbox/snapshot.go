@@ -1,6 +1,10 @@
 package sandbox
 
-import "time"
+import (
+	"time"
+
+	"corral/internal/ids"
+)
 
 // Snapshot is the durable record of a memory snapshot: a sandbox's whole
 // state (memory, processes, writable layer) saved by its runtime, from
@@ -26,15 +30,9 @@ type Snapshot struct {
 	Dir string
 }
 
-// NewSnapshotID returns a fresh snapshot id.
-func NewSnapshotID() string { return newID("snap-") }
-
-// ValidSnapshotID reports whether id has the shape NewSnapshotID produces.
-func ValidSnapshotID(id string) bool { return validID(id, "snap-") }
-
 // ValidSnapshotName reports whether n can name a snapshot (as a sandbox
 // name: letters, digits, '_', '.', '-').
 func ValidSnapshotName(n string) bool { return nameRE.MatchString(n) }
 
 // ValidSnapshotRef reports whether ref is a snapshot id or a valid name.
-func ValidSnapshotRef(ref string) bool { return ValidSnapshotID(ref) || ValidSnapshotName(ref) }
+func ValidSnapshotRef(ref string) bool { return ids.Snapshot(ref) || ValidSnapshotName(ref) }

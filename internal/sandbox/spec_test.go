@@ -54,15 +54,3 @@ func TestNormalize(t *testing.T) {
 		})
 	}
 }
-
-func TestIDs(t *testing.T) {
-	id := NewID()
-	if !ValidID(id) {
-		t.Fatalf("NewID() = %q is not valid", id)
-	}
-	for _, bad := range []string{"", "sb-", "../../etc", "sb-AAAAAAAAAAAAAAAA", "sb-aaaaaaaaaaaaaaa/", id + "x"} {
-		if ValidID(bad) {
-			t.Errorf("ValidID(%q) = true", bad)
-		}
-	}
-}

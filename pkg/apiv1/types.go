@@ -88,6 +88,16 @@ type Sandbox struct {
 	RuntimeInfo map[string]string `json:"runtime_info,omitempty"`
 	// FromSnapshot is the memory snapshot the sandbox started from.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// CreatePhases is how long each step of the create took, in order
+	// (the runtime's own steps, "runtime.<step>", lie within "runtime");
+	// present while the daemon that created the sandbox runs.
+	CreatePhases []Phase `json:"create_phases,omitempty"`
+}
+
+// Phase is one timed step of a create.
+type Phase struct {
+	Name string  `json:"name"`
+	MS   float64 `json:"ms"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.
@@ -187,12 +197,16 @@ type PathRequest struct {
 	Path      string `json:"path"`
 	Mode      uint32 `json:"mode,omitempty"`
 	Recursive bool   `json:"recursive,omitempty"`
+	// User owns what the call creates, and a relative path with no
+	// sandbox workdir starts at its home; empty is the sandbox's user.
+	User string `json:"user,omitempty"`
 }
 
 // RenameRequest is the body of fs/rename.
 type RenameRequest struct {
 	From string `json:"from"`
 	To   string `json:"to"`
+	User string `json:"user,omitempty"`
 }
 
 // Event is one entry of a sandbox's event log.
@@ -222,8 +236,13 @@ type Version struct {
 // WarmPool says how many started sandboxes of a spec wait (in a sum, the
 // spec fields are empty).
 type WarmPool struct {
-	Size     int     `json:"size"`
-	Ready    int     `json:"ready"`
+	Size  int `json:"size"`
+	Ready int `json:"ready"`
+	// Hits and Misses count the creates that fit the pool and found a
+	// sandbox ready, or did not (and started cold), since the daemon
+	// started.
+	Hits     int64   `json:"hits"`
+	Misses   int64   `json:"misses"`
 	Runtime  string  `json:"runtime,omitempty"`
 	Image    string  `json:"image,omitempty"`
 	CPU      float64 `json:"cpu,omitempty"`

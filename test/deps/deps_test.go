@@ -13,25 +13,25 @@ import (
 // directly or not.
 var forbidden = map[string][]string{
 	"corral/internal/agent": {
-		"corral/internal/manager", "corral/internal/api", "corral/internal/store", "corral/internal/daemon",
+		"corral/internal/manager", "corral/internal/api", "corral/internal/records", "corral/internal/daemon",
 		"corral/internal/runtime", "corral/internal/sandbox", "corral/pkg/apiv1", "modernc.org/sqlite",
 	},
 	"corral/internal/agentapi": {"corral/internal/agent", "corral/internal/manager", "corral/internal/runtime"},
 	"corral/internal/runtime":  {"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/manager", "corral/internal/api"},
-	"corral/internal/sandbox":  {"corral/internal/runtime", "corral/internal/store", "corral/internal/manager", "corral/internal/api"},
+	"corral/internal/sandbox":  {"corral/internal/runtime", "corral/internal/records", "corral/internal/manager", "corral/internal/api"},
 	"corral/internal/manager":  {"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/api", "corral/internal/daemon"},
 	"corral/internal/api":      {"corral/internal/runtime/gvisor", "corral/internal/daemon"},
 	"corral/internal/build":    {"corral/internal/runtime/gvisor", "corral/internal/api", "corral/internal/daemon"},
 	"corral/internal/runtime/gvisor": {
-		"corral/internal/manager", "corral/internal/api", "corral/internal/store", "corral/internal/agent",
+		"corral/internal/manager", "corral/internal/api", "corral/internal/records", "corral/internal/agent",
 	},
 	"corral/internal/runtime/runtimetest": {"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/manager", "corral/internal/api"},
 	"corral/internal/runtime/vm": {
-		"corral/internal/manager", "corral/internal/api", "corral/internal/store", "corral/internal/agent", "corral/internal/runtime/gvisor",
+		"corral/internal/manager", "corral/internal/api", "corral/internal/records", "corral/internal/agent", "corral/internal/runtime/gvisor",
 	},
 	"corral/pkg/apiv1":      {"corral/internal/"},
 	"corral/sdk/go/corral":  {"corral/internal/"},
-	"corral/internal/store": {"corral/internal/manager", "corral/internal/runtime"},
+	"corral/internal/records": {"corral/internal/manager", "corral/internal/runtime"},
 }
 
 func TestImportsGoOneWay(t *testing.T) {
@@ -55,17 +55,17 @@ func TestImportsGoOneWay(t *testing.T) {
 var onlyImports = map[string][]string{
 	"corral/internal/agent":               {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/image/dirtar", "golang.org/x/", "github.com/creack/pty", "github.com/vishvananda/"},
 	"corral/internal/agentapi":            {"corral/internal/errdefs", "golang.org/x/net/"},
-	"corral/internal/netpolicy":           {"corral/internal/errdefs", "corral/internal/cleanup", "corral/internal/mountinfo", "corral/internal/netpolicy/policy", "golang.org/x/sys/", "github.com/google/nftables", "github.com/vishvananda/", "github.com/mdlayher/netlink"},
+	"corral/internal/netpolicy":           {"corral/internal/errdefs", "corral/internal/ids", "corral/internal/cleanup", "corral/internal/mountinfo", "corral/internal/netpolicy/policy", "golang.org/x/sys/", "github.com/google/nftables", "github.com/vishvananda/", "github.com/mdlayher/netlink"},
 	"corral/internal/netpolicy/dnsd":      {"corral/internal/errdefs", "corral/internal/keylimit", "corral/internal/netpolicy/policy", "github.com/miekg/dns"},
 	"corral/internal/netpolicy/egress":    {"corral/internal/errdefs", "corral/internal/keylimit", "corral/internal/netpolicy/policy", "golang.org/x/sys/unix"},
 	"corral/internal/netpolicy/policy":    {"corral/internal/errdefs"},
-	"corral/internal/runtime/runtimetest": {"corral/internal/runtime", "corral/internal/agentapi"},
+	"corral/internal/runtime/runtimetest": {"corral/internal/runtime", "corral/internal/agentapi", "corral/internal/ids"},
 	"corral/internal/image/tarx":          {"corral/internal/errdefs", "golang.org/x/sys/unix"},
 	"corral/internal/image/dirtar":        {"corral/internal/errdefs", "golang.org/x/sys/unix"},
 	"corral/internal/image/overlaytar":    {"corral/internal/errdefs"},
 	"corral/internal/vminit":              {"golang.org/x/sys/unix", "github.com/vishvananda/netlink"},
 	"corral/internal/image/oci":           {"corral/internal/errdefs", "corral/internal/image/store", "github.com/google/go-containerregistry/"},
-	"corral/internal/image/store":         {"corral/internal/errdefs", "corral/internal/cleanup", "corral/internal/mountinfo", "corral/internal/keylimit", "corral/internal/image/tarx", "golang.org/x/sys/unix"},
+	"corral/internal/image/store":         {"corral/internal/errdefs", "corral/internal/ids", "corral/internal/cleanup", "corral/internal/mountinfo", "corral/internal/keylimit", "corral/internal/image/tarx", "golang.org/x/sys/unix"},
 }
 
 // TestLeafImports: the guest agent, the protocol and the network layer's

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"corral/internal/store"
+	"corral/internal/records"
 )
 
 // The must-show, on both runtimes: a fork into 5 gives copies
@@ -189,7 +189,7 @@ func TestMemorySnapshots(t *testing.T) {
 // snapshot as if another runtime version had made it.
 func setSnapshotRuntimeVersion(t *testing.T, d *daemon, id, version string) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(d.state, "corral.db"))
+	st, err := records.Open(ctx, filepath.Join(d.state, "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,7 +166,7 @@ func TestImagesTagsResolveRemove(t *testing.T) {
 	if err := s.Tag("o:1", other.Digest); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Lease("sb-1", other.Digest); err != nil {
+	if err := s.Lease("sb-aaaaaaaaaaaaaaab", other.Digest); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RemoveImage(string(other.Digest)); err != nil {
@@ -182,13 +182,13 @@ func TestLeases(t *testing.T) {
 	l := addLayer(t, s, entry{"a", "1"})
 	a, _ := s.PutImage([]Digest{l.Digest}, ImageConfig{})
 	b, _ := s.PutImage([]Digest{l.Digest}, ImageConfig{Cmd: []string{"x"}})
-	if err := s.Lease("sb-1", a.Digest); err != nil {
+	if err := s.Lease("sb-aaaaaaaaaaaaaaab", a.Digest); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Lease("sb-1", a.Digest); err != nil {
+	if err := s.Lease("sb-aaaaaaaaaaaaaaab", a.Digest); err != nil {
 		t.Fatalf("lease again: %v", err)
 	}
-	if err := s.Lease("sb-1", b.Digest); !errors.Is(err, errdefs.ErrAlreadyExists) {
+	if err := s.Lease("sb-aaaaaaaaaaaaaaab", b.Digest); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Fatalf("second image for one sandbox: %v", err)
 	}
 	for _, id := range []string{"", "../x", "a/b", ".hidden", strings.Repeat("a", 200)} {
@@ -196,13 +196,13 @@ func TestLeases(t *testing.T) {
 			t.Errorf("Lease(%q) err = %v", id, err)
 		}
 	}
-	if err := s.Lease("sb-2", Digest("sha256:"+strings.Repeat("ee", 32))); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := s.Lease("sb-aaaaaaaaaaaaaaac", Digest("sha256:"+strings.Repeat("ee", 32))); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("lease of a missing image: %v", err)
 	}
-	if err := s.Release("sb-1"); err != nil {
+	if err := s.Release("sb-aaaaaaaaaaaaaaab"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Release("sb-1"); err != nil {
+	if err := s.Release("sb-aaaaaaaaaaaaaaab"); err != nil {
 		t.Fatalf("release twice: %v", err)
 	}
 	if leases, err := s.Leases(); err != nil || len(leases) != 0 {
@@ -225,7 +225,7 @@ func TestCorruptRecordsAreErrorsNamingTheFile(t *testing.T) {
 		{"image digest", s.imagePath(img.Digest), `{"schema":1,"layers":["` + string(l.Digest) + `"],"config":{"cmd":["evil"]},"created":"2020-01-01T00:00:00Z"}`,
 			func() error { _, err := s.Resolve(string(img.Digest)); return err }},
 		{"tags", s.path("tags.json"), `{"schema":1,"tags":{"../x":"sha256:00"}}`, func() error { _, err := s.Resolve("x"); return err }},
-		{"lease", s.path("leases", "sb-1"), "not a digest", func() error { _, err := s.Leases(); return err }},
+		{"lease", s.path("leases", "sb-aaaaaaaaaaaaaaab"), "not a digest", func() error { _, err := s.Leases(); return err }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			old, _ := os.ReadFile(tt.path)

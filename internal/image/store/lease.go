@@ -7,18 +7,15 @@ import (
 	"strings"
 
 	"corral/internal/errdefs"
+	"corral/internal/ids"
 )
 
-const maxSandboxID = 128
-
-func checkSandboxID(id string) error {
-	if id == "" || len(id) > maxSandboxID || id[0] == '.' {
-		return errdefs.Invalid("sandbox", "%q is not a sandbox ID", truncate(id))
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return errdefs.Invalid("sandbox", "%q is not a sandbox ID", truncate(id))
-		}
+// checkHolder accepts the ids that hold leases: sandboxes and memory
+// snapshots (ids.Sandbox, ids.Snapshot), nothing else, since the id names
+// a file under leases/.
+func checkHolder(id string) error {
+	if !ids.Sandbox(id) && !ids.Snapshot(id) {
+		return errdefs.Invalid("sandbox", "%q is neither a sandbox nor a snapshot id", truncate(id))
 	}
 	return nil
 }
@@ -29,7 +26,7 @@ func checkSandboxID(id string) error {
 // no-op; a sandbox holds at most one lease (ErrAlreadyExists for another
 // image).
 func (s *Store) Lease(sandboxID string, d Digest) error {
-	if err := checkSandboxID(sandboxID); err != nil {
+	if err := checkHolder(sandboxID); err != nil {
 		return err
 	}
 	if _, err := ParseDigest(string(d)); err != nil {
@@ -59,7 +56,7 @@ func (s *Store) Lease(sandboxID string, d Digest) error {
 // Release drops sandboxID's lease, if any. The image and its mount stay
 // until Prune.
 func (s *Store) Release(sandboxID string) error {
-	if err := checkSandboxID(sandboxID); err != nil {
+	if err := checkHolder(sandboxID); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -93,7 +90,7 @@ func (s *Store) readLeases() (map[string]Digest, error) {
 			continue // an interrupted write
 		}
 		p := filepath.Join(dir, e.Name())
-		if checkSandboxID(e.Name()) != nil || !e.Type().IsRegular() {
+		if checkHolder(e.Name()) != nil || !e.Type().IsRegular() {
 			return nil, fmt.Errorf("corrupt lease %s: not a sandbox ID or not a file", p)
 		}
 		b, err := readBounded(p, 128)

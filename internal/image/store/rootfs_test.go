@@ -68,7 +68,7 @@ func TestRootFSStacksLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sb := range []string{"sb-1", "sb-2"} {
+	for _, sb := range []string{"sb-aaaaaaaaaaaaaaab", "sb-aaaaaaaaaaaaaaac"} {
 		if err := s.Lease(sb, img.Digest); err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestPrune(t *testing.T) {
 	if err := s.Tag("keep:1", tagged.Digest); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Lease("sb-1", leased.Digest); err != nil {
+	if err := s.Lease("sb-aaaaaaaaaaaaaaab", leased.Digest); err != nil {
 		t.Fatal(err)
 	}
 	leasedDir, err := s.RootFS(leased.Digest)
@@ -235,7 +235,7 @@ func TestPrune(t *testing.T) {
 	requireEmptyTmp(t, s)
 
 	// Released and untagged, everything goes.
-	if err := s.Release("sb-1"); err != nil {
+	if err := s.Release("sb-aaaaaaaaaaaaaaab"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.RemoveImage("keep:1"); err != nil {
@@ -279,7 +279,7 @@ func TestReopenKeepsLeasesAndImages(t *testing.T) {
 	if err := s.Tag("app:1", img.Digest); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Lease("sb-1", untagged.Digest); err != nil {
+	if err := s.Lease("sb-aaaaaaaaaaaaaaab", untagged.Digest); err != nil {
 		t.Fatal(err)
 	}
 	// An interrupted extraction left work in tmp.
@@ -296,7 +296,7 @@ func TestReopenKeepsLeasesAndImages(t *testing.T) {
 	if got, err := s2.Resolve("app:1"); err != nil || got.Digest != img.Digest || !slices.Equal(got.Config.Cmd, []string{"sh"}) {
 		t.Fatalf("Resolve after reopen = %+v, %v", got, err)
 	}
-	if leases, err := s2.Leases(); err != nil || leases["sb-1"] != untagged.Digest {
+	if leases, err := s2.Leases(); err != nil || leases["sb-aaaaaaaaaaaaaaab"] != untagged.Digest {
 		t.Fatalf("Leases after reopen = %v, %v", leases, err)
 	}
 	rep, err := s2.Prune(context.Background())

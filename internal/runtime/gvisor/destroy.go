@@ -28,7 +28,7 @@ const (
 // Start, and when runsc never heard of the sandbox) and may be called any
 // number of times. It returns an error only when something is left behind.
 func (r *Runtime) Destroy(ctx context.Context, ref runtime.Ref) error {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return err
 	}
 	if err := r.destroy(ctx, ref); err != nil {

@@ -23,7 +23,7 @@ const exportTimeout = 10 * time.Minute
 // the files the agent writes at start. The sandbox keeps running; what
 // its processes write while the export runs may or may not be included.
 func (r *Runtime) ExportChanges(ctx context.Context, ref runtime.Ref, _ *agentapi.Client, w io.Writer) (runtime.ExportStats, error) {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return runtime.ExportStats{}, err
 	}
 	f, err := os.CreateTemp(ref.Dir, "upper-*.tar")

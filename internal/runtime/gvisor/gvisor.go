@@ -37,7 +37,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -133,21 +132,6 @@ func (r *Runtime) Version(ctx context.Context) (string, error) {
 		parts = append(parts, bi.Main.Path+" "+bi.Main.Version)
 	}
 	return strings.Join(parts, ", "), nil
-}
-
-// idPattern is what runsc accepts in a container id, minus the characters
-// that are awkward in paths and globs.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
-// checkRef rejects a Ref this backend cannot name safely.
-func checkRef(ref runtime.Ref) error {
-	if !idPattern.MatchString(ref.ID) {
-		return errdefs.Invalid("id", "%q is not a valid sandbox id", ref.ID)
-	}
-	if !filepath.IsAbs(ref.Dir) || filepath.Clean(ref.Dir) == "/" {
-		return errdefs.Invalid("dir", "%q is not an absolute sandbox directory", ref.Dir)
-	}
-	return nil
 }
 
 // cgroup is the sandbox's cgroup path (the OCI cgroupsPath).

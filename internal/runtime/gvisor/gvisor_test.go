@@ -285,7 +285,7 @@ func TestStartFailureRollsBack(t *testing.T) {
 	// Bad parameters are invalid arguments and touch nothing.
 	for name, p := range map[string]runtime.StartParams{
 		"id":     {Ref: runtime.Ref{ID: "../x", Dir: ref.Dir}, RootFS: env.rootfs, AgentBinary: env.agent},
-		"dir":    {Ref: runtime.Ref{ID: "x", Dir: "rel"}, RootFS: env.rootfs, AgentBinary: env.agent},
+		"dir":    {Ref: runtime.Ref{ID: ref.ID, Dir: "rel"}, RootFS: env.rootfs, AgentBinary: env.agent},
 		"rootfs": {Ref: ref, RootFS: "/nonexistent", AgentBinary: env.agent},
 		"agent":  {Ref: ref, RootFS: env.rootfs, AgentBinary: "/nonexistent"},
 	} {
@@ -334,7 +334,7 @@ func TestDialRefusesSymlink(t *testing.T) {
 	r := &Runtime{}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if c, err := r.Dial(ctx, runtime.Ref{ID: "sb", Dir: filepath.Join(dir, "sb")}); err == nil {
+	if c, err := r.Dial(ctx, runtime.Ref{ID: "sb-aaaaaaaaaaaaaaaa", Dir: filepath.Join(dir, "sb")}); err == nil {
 		c.Close()
 		t.Fatal("Dial followed a symlink to a host socket")
 	}
@@ -346,7 +346,7 @@ func TestDialRefusesSymlink(t *testing.T) {
 	if err := os.Rename(other, filepath.Join(long, chanDirName, agentSocket)); err != nil {
 		t.Fatal(err)
 	}
-	c, err := r.Dial(context.Background(), runtime.Ref{ID: "sb", Dir: long})
+	c, err := r.Dial(context.Background(), runtime.Ref{ID: "sb-aaaaaaaaaaaaaaaa", Dir: long})
 	if err != nil {
 		t.Fatalf("Dial at a %d-byte path: %v", len(long), err)
 	}

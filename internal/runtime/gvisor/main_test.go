@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"corral/internal/cgroups"
+	"corral/internal/ids"
 	"corral/internal/runtime"
 )
 
@@ -26,13 +26,12 @@ import (
 // python3 (CORRAL_BASE_ROOTFS or /var/lib/corral/rootfs/debian-bookworm),
 // both of which scripts/deps.sh installs; it skips without them.
 var env struct {
-	skip      string // why the privileged tests skip, if they do
-	runsc     string
-	rootfs    string
-	agent     string // the fake agent, built by TestMain
-	base      string // temp dir holding runsc root and sandbox dirs
-	cgParent  string // cgroup parent of every test sandbox
-	sandboxes atomic.Int64
+	skip     string // why the privileged tests skip, if they do
+	runsc    string
+	rootfs   string
+	agent    string // the fake agent, built by TestMain
+	base     string // temp dir holding runsc root and sandbox dirs
+	cgParent string // cgroup parent of every test sandbox
 }
 
 func TestMain(m *testing.M) {
@@ -131,7 +130,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 
 // newRef names a fresh sandbox under the test's base directory.
 func newRef() runtime.Ref {
-	id := fmt.Sprintf("sb-%d", env.sandboxes.Add(1))
+	id := ids.NewSandbox()
 	return runtime.Ref{ID: id, Dir: filepath.Join(env.base, "sandboxes", id)}
 }
 

@@ -38,7 +38,7 @@ var (
 // processes and private layer) and ends its runsc container, freeing its
 // CPU and memory; the directory, network namespace and bundle stay.
 func (r *Runtime) Pause(ctx context.Context, ref runtime.Ref) error {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -59,7 +59,7 @@ func (r *Runtime) Pause(ctx context.Context, ref runtime.Ref) error {
 // Resume restores the paused sandbox from its checkpoint: the same
 // processes, memory and files, in the same network namespace.
 func (r *Runtime) Resume(ctx context.Context, ref runtime.Ref) error {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return err
 	}
 	if _, err := os.Stat(filepath.Join(ref.Dir, pausedFile)); err != nil {
@@ -83,7 +83,7 @@ func (r *Runtime) Resume(ctx context.Context, ref runtime.Ref) error {
 // SaveSnapshot checkpoints the running sandbox into dir, leaving it
 // running.
 func (r *Runtime) SaveSnapshot(ctx context.Context, ref runtime.Ref, dir string) error {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return err
 	}
 	if err := r.checkpoint(ctx, ref, dir, true); err != nil {

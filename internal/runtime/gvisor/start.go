@@ -30,6 +30,7 @@ func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
 // when image is not "", restored from the checkpoint there.
 func (r *Runtime) start(ctx context.Context, p runtime.StartParams, image string) error {
 	t0 := time.Now()
+	step := runtime.Steps(p.Trace)
 	if err := r.checkNew(p); err != nil {
 		return err
 	}
@@ -40,10 +41,12 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams, image string
 	if err != nil {
 		return err
 	}
+	step("bundle")
 	if image != "" {
 		if err := r.restoreCopy(ctx, p.Ref, bundle, image); err != nil {
 			return err
 		}
+		step("restore")
 		c.Release()
 		r.log.Debug("sandbox restored", "sandbox", p.ID, "op", "start", "total", time.Since(t0))
 		return nil
@@ -51,16 +54,16 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams, image string
 	if err := r.create(ctx, p.Ref, bundle, ""); err != nil {
 		return err
 	}
-	tCreate := time.Since(t0)
+	step("create")
 	if _, err := r.runsc(ctx, commandTimeout, p.Dir, "start", p.ID); err != nil {
 		if tail := consoleTail(p.Dir, -1); tail != "" {
 			err = fmt.Errorf("%w (console: %s)", err, tail)
 		}
 		return err
 	}
+	step("start")
 	c.Release()
-	r.log.Debug("sandbox started", "sandbox", p.ID, "op", "start",
-		"create", tCreate, "total", time.Since(t0))
+	r.log.Debug("sandbox started", "sandbox", p.ID, "op", "start", "total", time.Since(t0))
 	return nil
 }
 
@@ -119,7 +122,7 @@ func (r *Runtime) checkNew(p runtime.StartParams) error {
 
 // checkStartParams validates what Start needs from p.
 func checkStartParams(p runtime.StartParams) error {
-	if err := checkRef(p.Ref); err != nil {
+	if err := p.Ref.Check(); err != nil {
 		return err
 	}
 	if err := checkRootFS(p.RootFS); err != nil {

@@ -27,7 +27,7 @@ const dialRetry = 5 * time.Millisecond
 // /proc/self/fd: a guest cannot point the daemon at another host socket with
 // a symlink, and a long sandbox path does not hit the 108-byte sun_path limit.
 func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(ref.Dir, chanDirName, agentSocket)
@@ -81,7 +81,7 @@ type ociState struct {
 // process is StateRunning, created or stopped is StateStopped, and no runsc
 // state at all is StateAbsent.
 func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, error) {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return "", err
 	}
 	if ok, err := r.known(ref.ID); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"corral/internal/agentapi"
+	"corral/internal/ids"
 	"corral/internal/runtime"
 )
 
@@ -47,7 +48,7 @@ func testSnapshotCopies(t *testing.T, e Env, sn runtime.Snapshotter) {
 
 	var copies []*sandbox
 	for i := range 2 {
-		id := fmt.Sprintf("%s-copy%d", s.ref.ID, i)
+		id := ids.NewSandbox()
 		ref := runtime.Ref{ID: id, Dir: filepath.Join(e.Dir, id)}
 		p := runtime.StartParams{Ref: ref, RootFS: e.RootFS, AgentBinary: e.AgentBinary, Resources: res, Hostname: id}
 		if err := sn.StartFromSnapshot(ctx, p, dir); err != nil {

@@ -11,16 +11,15 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"corral/internal/agentapi"
+	"corral/internal/ids"
 	"corral/internal/runtime"
 )
 
@@ -38,8 +37,6 @@ type Env struct {
 	Leftovers func(ref runtime.Ref) []string
 }
 
-var seq atomic.Int64
-
 // sandbox is one started sandbox with a connected agent.
 type sandbox struct {
 	ref    runtime.Ref
@@ -48,7 +45,7 @@ type sandbox struct {
 
 func start(t *testing.T, e Env, res runtime.Resources) *sandbox {
 	t.Helper()
-	id := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1))
+	id := ids.NewSandbox()
 	ref := runtime.Ref{ID: id, Dir: filepath.Join(e.Dir, id)}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

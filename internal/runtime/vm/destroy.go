@@ -17,7 +17,7 @@ import (
 // Destroy kills the sandbox's QEMU and removes its cgroup, its files and
 // its index entry. Idempotent.
 func (r *Runtime) Destroy(ctx context.Context, ref runtime.Ref) error {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return err
 	}
 	if err := r.killQEMU(ctx, ref); err != nil {

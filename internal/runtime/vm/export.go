@@ -18,7 +18,7 @@ import (
 // boot itself put there: the agent's resolv.conf, /.corral, and the mount
 // point of the kernel's modules (/lib is a link to usr/lib in Debian).
 func (r *Runtime) ExportChanges(ctx context.Context, ref runtime.Ref, agent *agentapi.Client, w io.Writer) (runtime.ExportStats, error) {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return runtime.ExportStats{}, err
 	}
 	if agent == nil {

@@ -65,7 +65,7 @@ func loadMachine(dir string) (*machineRecord, error) {
 // files) into <dir>/memory.state through QEMU's migration and stops QEMU,
 // freeing its CPU and memory. The network namespace, disks and cgroup stay.
 func (r *Runtime) Pause(ctx context.Context, ref runtime.Ref) error {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, pauseTimeout)
@@ -122,7 +122,7 @@ func (r *Runtime) saveState(ctx context.Context, q *qmp, dir string) error {
 // Resume starts QEMU again from the state file: the same guest, its
 // processes, files and connections, on a new tap in the same namespace.
 func (r *Runtime) Resume(ctx context.Context, ref runtime.Ref) error {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return err
 	}
 	if _, err := os.Stat(filepath.Join(ref.Dir, pausedFile)); err != nil {

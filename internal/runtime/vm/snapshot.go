@@ -31,7 +31,7 @@ var _ runtime.Snapshotter = (*Runtime)(nil)
 // read-only disks and initramfs are hard-linked into dir, so pruning the
 // caches never takes them from under a snapshot.
 func (r *Runtime) SaveSnapshot(ctx context.Context, ref runtime.Ref, dir string) error {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, pauseTimeout)
@@ -85,7 +85,7 @@ func (r *Runtime) SaveSnapshot(ctx context.Context, ref runtime.Ref, dir string)
 // loading the saved state. The guest keeps the saved address until the
 // caller gives it its own (agentapi.IdentityRequest).
 func (r *Runtime) StartFromSnapshot(ctx context.Context, p runtime.StartParams, dir string) error {
-	if err := checkRef(p.Ref); err != nil {
+	if err := p.Ref.Check(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, resumeTimeout)

@@ -48,7 +48,7 @@ type Info struct {
 
 // Start boots a guest for p; on error nothing is left behind.
 func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
-	if err := checkRef(p.Ref); err != nil {
+	if err := p.Ref.Check(); err != nil {
 		return err
 	}
 	if p.RootFS == "" {
@@ -75,11 +75,13 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 	if err := os.WriteFile(r.indexPath(p.ID), []byte(p.Dir), 0o600); err != nil {
 		return err
 	}
+	step := runtime.Steps(p.Trace)
 	m, err := r.prepare(ctx, p)
 	if err != nil {
 		return err
 	}
 	defer m.close()
+	step("disks")
 	if err := writeMachineRecord(p.Dir, &m.machineRecord); err != nil {
 		return err
 	}
@@ -89,7 +91,12 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams) error {
 	if err := cgroups.SetLimits(r.cgroup(p.ID), m.Limits); err != nil {
 		return err
 	}
-	return r.boot(ctx, p, m)
+	step("cgroup")
+	if err := r.boot(ctx, p, m); err != nil {
+		return err
+	}
+	step("boot")
+	return nil
 }
 
 // boot starts QEMU until a guest reaches its agent, within the deadline,

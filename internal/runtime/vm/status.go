@@ -50,7 +50,7 @@ func qemuAlive(pid int, dir string) bool {
 
 // Dial connects to the guest agent's channel.
 func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return nil, err
 	}
 	var d net.Dialer
@@ -69,7 +69,7 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 
 // Status reports whether the sandbox's QEMU runs.
 func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, error) {
-	if err := checkRef(ref); err != nil {
+	if err := ref.Check(); err != nil {
 		return "", err
 	}
 	if _, err := os.Stat(r.indexPath(ref.ID)); errors.Is(err, fs.ErrNotExist) {

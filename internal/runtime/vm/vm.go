@@ -182,16 +182,6 @@ func kvmUsable() bool {
 // lockKey serialises work on one key (a cached artefact's path).
 func (r *Runtime) lockKey(key string) func() { return r.locks.Lock(key) }
 
-func checkRef(ref runtime.Ref) error {
-	if ref.ID == "" || strings.ContainsAny(ref.ID, "/\x00") || ref.ID == "." || ref.ID == ".." {
-		return errdefs.Invalid("id", "%q is not a sandbox id", ref.ID)
-	}
-	if !filepath.IsAbs(ref.Dir) {
-		return errdefs.Invalid("dir", "%q is not absolute", ref.Dir)
-	}
-	return nil
-}
-
 func (r *Runtime) cgroup(id string) string { return filepath.Join(r.cfg.CgroupParent, id) }
 func (r *Runtime) indexPath(id string) string {
 	return filepath.Join(r.cfg.StateDir, "sandboxes", id)

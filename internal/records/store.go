@@ -1,10 +1,13 @@
-// Package store keeps Corral's durable records (sandboxes, processes,
-// events, snapshots) in an embedded SQLite database (pure Go, modernc.org/sqlite).
+// Package records keeps Corral's durable records (sandboxes, events,
+// memory snapshots) in an embedded SQLite database (pure Go,
+// modernc.org/sqlite).
 //
 // Every write is committed with synchronous=FULL before it returns, so what
-// the daemon acknowledged survives a crash or kill -9. The store imports the
-// sandbox model and nothing else from Corral.
-package store
+// the daemon acknowledged survives a crash or kill -9. Writes are few and
+// off the hot paths: a sandbox's record changes with its state, never per
+// exec or file call. The package imports the sandbox model and nothing else
+// from Corral's daemon.
+package records
 
 import (
 	"context"
@@ -40,16 +43,6 @@ CREATE TABLE IF NOT EXISTS sandboxes (
 	dir           TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);
-CREATE TABLE IF NOT EXISTS processes (
-	sandbox_id TEXT NOT NULL,
-	pid        INTEGER NOT NULL,
-	tag        TEXT NOT NULL DEFAULT '',
-	args       TEXT NOT NULL,
-	started_at INTEGER NOT NULL,
-	ended_at   INTEGER NOT NULL DEFAULT 0,
-	exit_code  INTEGER,
-	PRIMARY KEY (sandbox_id, pid, started_at)
-);
 CREATE TABLE IF NOT EXISTS events (
 	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
 	sandbox_id TEXT NOT NULL,

@@ -1,4 +1,4 @@
-package store
+package records
 
 import (
 	"context"
@@ -12,11 +12,47 @@ import (
 
 const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, port_token, runtime_info, paused_at, paused_for`
 
-// PutSandbox inserts or replaces the record of sb.
-func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
+// PutSandbox inserts or replaces the record of sb and appends events to
+// its event log, in one transaction (one synced write).
+func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox, events ...Event) error {
+	args, err := sandboxArgs(sb)
+	if err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		if _, err := s.db.ExecContext(ctx, putSandboxSQL, args...); err != nil {
+			return fmt.Errorf("storing sandbox %s: %w", sb.ID, err)
+		}
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("storing sandbox %s: %w", sb.ID, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, putSandboxSQL, args...); err != nil {
+		return fmt.Errorf("storing sandbox %s: %w", sb.ID, err)
+	}
+	for _, ev := range events {
+		ev.SandboxID = sb.ID
+		if err := appendEvent(ctx, tx, ev); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("storing sandbox %s: %w", sb.ID, err)
+	}
+	return nil
+}
+
+const putSandboxSQL = `INSERT OR REPLACE INTO sandboxes (name, ` + sandboxColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// sandboxArgs are the values of putSandboxSQL for sb.
+func sandboxArgs(sb *sandbox.Sandbox) ([]any, error) {
 	spec, err := json.Marshal(sb.Spec)
 	if err != nil {
-		return fmt.Errorf("encoding spec of %s: %w", sb.ID, err)
+		return nil, fmt.Errorf("encoding spec of %s: %w", sb.ID, err)
 	}
 	var exit sql.NullInt64
 	if sb.ExitCode != nil {
@@ -26,14 +62,9 @@ func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox) error {
 	if err != nil || sb.RuntimeInfo == nil {
 		info = []byte("{}")
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT OR REPLACE INTO sandboxes (name, `+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sb.Spec.Name, sb.ID, string(sb.State), string(spec), unixNano(sb.CreatedAt), unixNano(sb.StartedAt),
-		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, sb.PortToken, string(info), unixNano(sb.PausedAt), int64(sb.PausedFor))
-	if err != nil {
-		return fmt.Errorf("storing sandbox %s: %w", sb.ID, err)
-	}
-	return nil
+	return []any{sb.Spec.Name, sb.ID, string(sb.State), string(spec), unixNano(sb.CreatedAt), unixNano(sb.StartedAt),
+		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, sb.PortToken, string(info),
+		unixNano(sb.PausedAt), int64(sb.PausedFor)}, nil
 }
 
 // GetSandbox returns the record of id.

@@ -1,4 +1,4 @@
-package store
+package records
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/ids"
 	"corral/internal/sandbox"
 )
 
@@ -19,9 +20,9 @@ func TestSandboxesSurviveReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := sandbox.Spec{Runtime: "gvisor", Image: "base", CPU: 1, MemoryMB: 512, MemoryLimitMB: 512, Timeout: time.Minute, Tags: map[string]string{"a": "b"}}
-	live := &sandbox.Sandbox{ID: sandbox.NewID(), Spec: spec, State: sandbox.Running, CreatedAt: time.Now().UTC(), Dir: "/x"}
+	live := &sandbox.Sandbox{ID: ids.NewSandbox(), Spec: spec, State: sandbox.Running, CreatedAt: time.Now().UTC(), Dir: "/x"}
 	code := 124
-	dead := &sandbox.Sandbox{ID: sandbox.NewID(), Spec: spec, State: sandbox.Terminated, CreatedAt: time.Now().UTC(),
+	dead := &sandbox.Sandbox{ID: ids.NewSandbox(), Spec: spec, State: sandbox.Terminated, CreatedAt: time.Now().UTC(),
 		EndedAt: time.Now().UTC(), ExitCode: &code, EndReason: sandbox.EndTimeout}
 	for _, sb := range []*sandbox.Sandbox{live, dead} {
 		if err := s.PutSandbox(ctx, sb); err != nil {
@@ -58,22 +59,36 @@ func TestSandboxesSurviveReopen(t *testing.T) {
 	}
 }
 
-func TestProcesses(t *testing.T) {
+// A database from before exec stopped writing per-process rows loses the
+// processes table and keeps everything else.
+func TestProcessesTableDropped(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	path := filepath.Join(t.TempDir(), "v5.db")
+	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, q := range []string{
+		`CREATE TABLE processes (sandbox_id TEXT NOT NULL, pid INTEGER NOT NULL, args TEXT NOT NULL, started_at INTEGER NOT NULL)`,
+		`INSERT INTO processes VALUES ('sb-old', 7, '[]', 1)`,
+		`INSERT INTO sandboxes (id, state, spec, created_at) VALUES ('sb-kept', 'terminated', '{}', 1)`,
+		`PRAGMA user_version = 5`,
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	s.Close()
+	if s, err = Open(ctx, path); err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
-	if err := s.PutProcessStart(ctx, Process{SandboxID: "sb-1", PID: 7, Args: []string{"echo", "hi"}, StartedAt: time.Now()}); err != nil {
-		t.Fatal(err)
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name = 'processes'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("processes table after migration: %d, %v", n, err)
 	}
-	if err := s.PutProcessEnd(ctx, "sb-1", 7, 3, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	ps, err := s.Processes(ctx, "sb-1")
-	if err != nil || len(ps) != 1 || ps[0].ExitCode == nil || *ps[0].ExitCode != 3 || ps[0].Args[1] != "hi" {
-		t.Fatalf("processes: %v %+v", err, ps)
+	if _, err := s.GetSandbox(ctx, "sb-kept"); err != nil {
+		t.Fatalf("a sandbox row after migration: %v", err)
 	}
 }
 
@@ -118,7 +133,7 @@ func TestSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	sn := &sandbox.Snapshot{ID: sandbox.NewSnapshotID(), Name: "warm", SandboxID: sandbox.NewID(),
+	sn := &sandbox.Snapshot{ID: ids.NewSnapshot(), Name: "warm", SandboxID: ids.NewSandbox(),
 		Spec: sandbox.Spec{Runtime: "vm", Image: "base", MemoryMB: 256}, Runtime: "vm", RuntimeVersion: "qemu 7.2",
 		AgentProtocol: 1, AgentVersion: "a", SizeBytes: 42, CreatedAt: time.Now().UTC(), Dir: "/x"}
 	if err := s.PutSnapshot(ctx, sn); err != nil {
@@ -131,7 +146,7 @@ func TestSnapshots(t *testing.T) {
 		}
 	}
 	dup := *sn
-	dup.ID = sandbox.NewSnapshotID()
+	dup.ID = ids.NewSnapshot()
 	if err := s.PutSnapshot(ctx, &dup); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Fatalf("duplicate name: %v", err)
 	}
@@ -147,5 +162,26 @@ func TestSnapshots(t *testing.T) {
 	}
 	if _, err := s.GetSnapshot(ctx, sn.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("after delete: %v", err)
+	}
+}
+
+// A record and the events of its change are one write: both land.
+func TestPutSandboxWithEvents(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sb := &sandbox.Sandbox{ID: ids.NewSandbox(), State: sandbox.Running, CreatedAt: time.Now().UTC(), Dir: "/x"}
+	if err := s.PutSandbox(ctx, sb, Event{Kind: "running", Message: "up", Fields: map[string]string{"k": "v"}}, Event{Kind: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, sb.ID, 0, 10)
+	if err != nil || len(evs) != 2 || evs[0].Kind != "running" || evs[0].Fields["k"] != "v" || evs[1].Kind != "second" {
+		t.Fatalf("events: %+v %v", evs, err)
+	}
+	if got, err := s.GetSandbox(ctx, sb.ID); err != nil || got.State != sandbox.Running {
+		t.Fatalf("record: %+v %v", got, err)
 	}
 }

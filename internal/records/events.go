@@ -1,7 +1,8 @@
-package store
+package records
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -19,6 +20,16 @@ type Event struct {
 
 // AppendEvent appends ev (Seq and, if zero, Time are filled in).
 func (s *Store) AppendEvent(ctx context.Context, ev Event) error {
+	return appendEvent(ctx, s.db, ev)
+}
+
+// execer is what appendEvent writes through: the database or a
+// transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func appendEvent(ctx context.Context, db execer, ev Event) error {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
@@ -26,7 +37,7 @@ func (s *Store) AppendEvent(ctx context.Context, ev Event) error {
 	if err != nil {
 		return fmt.Errorf("encoding event fields: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO events (sandbox_id, time, kind, message, fields) VALUES (?, ?, ?, ?, ?)`,
+	_, err = db.ExecContext(ctx, `INSERT INTO events (sandbox_id, time, kind, message, fields) VALUES (?, ?, ?, ?, ?)`,
 		ev.SandboxID, ev.Time.UnixNano(), ev.Kind, ev.Message, string(fields))
 	if err != nil {
 		return fmt.Errorf("appending event to %s: %w", ev.SandboxID, err)

@@ -1,4 +1,4 @@
-package store
+package records
 
 import (
 	"context"
@@ -30,6 +30,8 @@ var migrations = []string{
 		created_at      INTEGER NOT NULL,
 		dir             TEXT NOT NULL
 	)`,
+	// 6: per-process records are gone: exec no longer writes to disk.
+	`DROP TABLE IF EXISTS processes`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -1,0 +1,187 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"corral/internal/agentapi"
+	"corral/internal/errdefs"
+	"corral/internal/fspath"
+	"corral/internal/image/overlaytar"
+	"corral/internal/runtime"
+	"corral/internal/sandbox"
+)
+
+// Files is the file service: the files of running sandboxes, through their
+// agents, with the defaults an exec gets. User (empty: the sandbox's
+// default user) owns what a call creates, and a relative path resolves
+// against the sandbox's workdir (or, with none, the user's home).
+type Files struct{ m *Manager }
+
+// target is a file call's agent, user and resolved path.
+type target struct {
+	*acquired
+	user, path string
+}
+
+// open acquires sandbox id's agent for one call on path as user.
+func (s Files) open(ctx context.Context, id, path, user string) (*target, error) {
+	a, err := s.m.acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &target{acquired: a, user: or(user, a.rec.Spec.User), path: inWorkdir(a.rec.Spec.Workdir, path)}, nil
+}
+
+// Read opens a file for reading: its body and size. The sandbox counts as
+// active until the body is closed.
+func (s Files) Read(ctx context.Context, id, path, user string) (io.ReadCloser, int64, error) {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return nil, 0, err
+	}
+	body, size, err := t.agent.ReadFile(ctx, t.path, t.user)
+	if err != nil {
+		t.release()
+		return nil, 0, err
+	}
+	return &releasingBody{ReadCloser: body, release: t.release}, size, nil
+}
+
+// releasingBody releases a sandbox's activity when closed.
+type releasingBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+// Write streams r into path atomically, creating missing parents; a zero
+// mode keeps an existing file's mode (0644 for a new one).
+func (s Files) Write(ctx context.Context, id, path string, r io.Reader, mode os.FileMode, user string) (agentapi.EntryInfo, error) {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return agentapi.EntryInfo{}, err
+	}
+	defer t.release()
+	return t.agent.WriteFile(ctx, t.path, r, mode, t.user)
+}
+
+// Stat describes path (a final symlink itself).
+func (s Files) Stat(ctx context.Context, id, path, user string) (agentapi.EntryInfo, error) {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return agentapi.EntryInfo{}, err
+	}
+	defer t.release()
+	return t.agent.Stat(ctx, t.path, t.user)
+}
+
+// List lists a directory depth levels deep.
+func (s Files) List(ctx context.Context, id, path string, depth int, user string) ([]agentapi.EntryInfo, error) {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return nil, err
+	}
+	defer t.release()
+	return t.agent.ListDir(ctx, t.path, depth, t.user)
+}
+
+// MakeDir creates path and its missing parents.
+func (s Files) MakeDir(ctx context.Context, id, path string, mode os.FileMode, user string) (agentapi.EntryInfo, error) {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return agentapi.EntryInfo{}, err
+	}
+	defer t.release()
+	return t.agent.MakeDir(ctx, t.path, mode, t.user)
+}
+
+// Remove removes path; a non-empty directory needs recursive.
+func (s Files) Remove(ctx context.Context, id, path string, recursive bool, user string) error {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return err
+	}
+	defer t.release()
+	return t.agent.Remove(ctx, t.path, recursive, t.user)
+}
+
+// Rename renames from to to (both resolved alike).
+func (s Files) Rename(ctx context.Context, id, from, to, user string) (agentapi.EntryInfo, error) {
+	t, err := s.open(ctx, id, from, user)
+	if err != nil {
+		return agentapi.EntryInfo{}, err
+	}
+	defer t.release()
+	return t.agent.Rename(ctx, t.path, inWorkdir(t.rec.Spec.Workdir, to), t.user)
+}
+
+// Chmod changes path's mode bits.
+func (s Files) Chmod(ctx context.Context, id, path string, mode os.FileMode, user string) (agentapi.EntryInfo, error) {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return agentapi.EntryInfo{}, err
+	}
+	defer t.release()
+	return t.agent.Chmod(ctx, t.path, mode, t.user)
+}
+
+// ExportChanges writes what a running sandbox changed in its root
+// filesystem as an OCI layer tar (see runtime.ChangeExporter), without
+// whiteouts that hide nothing in its image. The sandbox's lifecycle lock
+// is held, so it is not terminated meanwhile.
+func (s Files) ExportChanges(ctx context.Context, id string, w io.Writer) (runtime.ExportStats, error) {
+	a, err := s.m.acquire(ctx, id)
+	if err != nil {
+		return runtime.ExportStats{}, err
+	}
+	defer a.release()
+	ex, ok := a.h.Runtime().(runtime.ChangeExporter)
+	if !ok {
+		return runtime.ExportStats{}, fmt.Errorf("%w: runtime %s cannot export a sandbox's filesystem", errdefs.ErrNotSupported, a.h.Runtime().Name())
+	}
+	a.h.Lock()
+	defer a.h.Unlock()
+	rec := a.h.Record()
+	if rec.State != sandbox.Running {
+		return runtime.ExportStats{}, fmt.Errorf("%w: sandbox %s is %s, not running", errdefs.ErrFailedPrecondition, id, rec.State)
+	}
+	lower, err := s.m.imageRoot(rec.Spec)
+	if err != nil {
+		return runtime.ExportStats{}, err
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := overlaytar.DropStaleWhiteouts(pr, w, func(name string) bool { return existsIn(lower, name) })
+		pr.CloseWithError(err)
+		done <- err
+	}()
+	st, err := ex.ExportChanges(ctx, a.h.Ref(), a.agent, pw)
+	pw.CloseWithError(err)
+	if ferr := <-done; err == nil && ferr != nil {
+		err = fmt.Errorf("exporting sandbox %s: %w", id, ferr)
+	}
+	return st, err
+}
+
+// existsIn reports whether name (relative) exists in root, resolving its
+// parents inside root and not following the name itself.
+func existsIn(root, name string) bool {
+	p, err := fspath.ResolveNoFollow(root, "/"+name)
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist) // undecided: keep the whiteout
+	}
+	_, err = os.Lstat(p)
+	return err == nil || !errors.Is(err, os.ErrNotExist)
+}

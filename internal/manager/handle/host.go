@@ -1,0 +1,39 @@
+package handle
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	imagestore "corral/internal/image/store"
+	"corral/internal/netpolicy"
+	"corral/internal/records"
+)
+
+// Host is what every handle of one daemon shares: where records and
+// events go, and the owners of the host resources a teardown releases.
+type Host struct {
+	Records *records.Store
+	Log     *slog.Logger
+	// Network holds sandboxes' namespaces, devices and rules; nil when
+	// sandboxes have no network. ForgetDNS, if set, drops a sandbox's
+	// resolver state.
+	Network   *netpolicy.Network
+	ForgetDNS func(id string)
+	// Images holds image leases; nil when the daemon has no image store.
+	Images *imagestore.Store
+	// AgentTimeout bounds one connect to an agent.
+	AgentTimeout time.Duration
+	// Lifetime is the daemon's lifetime context; events are written under
+	// it, detached from any request.
+	Lifetime context.Context
+}
+
+// Event appends to sandbox id's event log; a failure is logged, not
+// returned.
+func (h *Host) Event(id, kind, msg string, fields map[string]string) {
+	ev := records.Event{SandboxID: id, Kind: kind, Message: msg, Fields: fields}
+	if err := h.Records.AppendEvent(context.WithoutCancel(h.Lifetime), ev); err != nil {
+		h.Log.Warn("appending event", "sandbox", id, "kind", kind, "err", err)
+	}
+}
