@@ -101,13 +101,28 @@ func (m *Manager) launch(ctx context.Context, spec sandbox.Spec, rt runtime.Runt
 	}()
 	tr := newTrace(t0)
 	tr.step("admission")
-	if err := m.start(ctx, h, o, tr, admitted); err != nil {
+	err = m.turn(ctx, func() error {
+		tr.step("queued")
+		return m.start(ctx, h, o, tr, admitted)
+	})
+	if err != nil {
 		<-admitted
 		h.Fail(err)
 		m.forget(h)
 		return nil, fmt.Errorf("creating sandbox %s: %w", id, err)
 	}
 	return h, nil
+}
+
+// turn runs start once fewer than MaxStarting sandboxes are starting.
+func (m *Manager) turn(ctx context.Context, start func() error) error {
+	select {
+	case m.starting <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for a turn to start: %w", errdefs.ErrUnavailable, ctx.Err())
+	}
+	defer func() { <-m.starting }()
+	return start()
 }
 
 // admit registers a new sandbox within the live limit; its record is

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,10 @@ type Config struct {
 	MaxSandboxes int
 	// AgentTimeout bounds the wait for a new sandbox's agent. Default 30 s.
 	AgentTimeout time.Duration
+	// MaxStarting bounds the sandboxes starting at once (runtime start to
+	// agent handshake); more creates queue for a turn, so a burst shares
+	// the CPUs instead of timing out together. Default DefaultMaxStarting.
+	MaxStarting int
 	// WarmPools are the warm pools: started sandboxes of a spec kept
 	// ready for creates that fit it.
 	WarmPools []WarmPoolConfig
@@ -70,6 +75,10 @@ type Config struct {
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it
 // zero.
 const DefaultMaxSandboxes = 64
+
+// DefaultMaxStarting is the bound on sandboxes starting at once: twice the
+// CPUs, at least 4.
+var DefaultMaxStarting = max(4, 2*goruntime.NumCPU())
 
 // Manager is the sandbox manager. Its methods are safe for concurrent use.
 type Manager struct {
@@ -91,6 +100,8 @@ type Manager struct {
 	// the callers' creates starting now, which fills wait for.
 	fillSlot   chan struct{}
 	foreground atomic.Int64
+	// starting holds a token per sandbox starting now (MaxStarting).
+	starting chan struct{}
 
 	procs  Processes
 	files  Files
@@ -111,6 +122,9 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.AgentTimeout <= 0 {
 		cfg.AgentTimeout = 30 * time.Second
 	}
+	if cfg.MaxStarting <= 0 {
+		cfg.MaxStarting = DefaultMaxStarting
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -126,7 +140,8 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{cfg: cfg, log: cfg.Logger, records: cfg.Records, ctx: lctx, cancel: cancel,
 		handles: map[string]*handle.Handle{}, versions: map[string]string{}, pools: pools,
-		decisions: make(chan policy.Decision, maxPendingDecisions), fillSlot: make(chan struct{}, 1)}
+		decisions: make(chan policy.Decision, maxPendingDecisions), fillSlot: make(chan struct{}, 1),
+		starting: make(chan struct{}, cfg.MaxStarting)}
 	m.host = &handle.Host{Records: cfg.Records, Log: cfg.Logger, Images: cfg.Images,
 		AgentTimeout: cfg.AgentTimeout, Lifetime: lctx}
 	if n := cfg.Network; n != nil && n.Layer != nil {

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"corral/internal/ids"
 	"corral/internal/records"
 	"corral/internal/runtime"
+	"corral/internal/runtime/inproc"
 	"corral/internal/sandbox"
 )
 
@@ -23,17 +25,13 @@ import (
 type env struct {
 	t     *testing.T
 	dir   string
-	rt    *procRuntime
+	rt    *inproc.Runtime
 	store *records.Store
 	m     *Manager
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		// The in-process agent runs processes as root by default.
-		t.Skip("needs root: the agent under the test runtime starts processes as root")
-	}
 	dir, err := os.MkdirTemp("", "mgr")
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +42,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, dir: dir, rt: newProcRuntime(), store: st}
+	e := &env{t: t, dir: dir, rt: inproc.New("gvisor"), store: st}
 	e.m = e.open()
 	return e
 }
@@ -66,6 +64,7 @@ func (e *env) open() *Manager {
 
 func (e *env) create(spec sandbox.Spec) *sandbox.Sandbox {
 	e.t.Helper()
+	spec.User = or(spec.User, selfUser())
 	sb, err := e.m.Create(context.Background(), spec)
 	if err != nil {
 		e.t.Fatal(err)
@@ -123,7 +122,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil || rec.State != sandbox.Terminated || *rec.ExitCode != 137 {
 		t.Fatalf("terminate: %+v %v", rec, err)
 	}
-	if !e.rt.wasDestroyed(sb.ID) {
+	if !e.rt.Destroyed(sb.ID) {
 		t.Error("the runtime was not asked to destroy the sandbox")
 	}
 	if code, reason := e.wait(sb.ID); code != 137 || reason != sandbox.EndTerminated {
@@ -144,7 +143,7 @@ func TestLifecycle(t *testing.T) {
 
 func TestStartFailureRollsBack(t *testing.T) {
 	e := newEnv(t)
-	e.rt.failStart = errors.New("runsc create: boom")
+	e.rt.FailStarts(errors.New("runsc create: boom"))
 	_, err := e.m.Create(context.Background(), sandbox.Spec{})
 	if err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("create: %v", err)
@@ -153,7 +152,7 @@ func TestStartFailureRollsBack(t *testing.T) {
 	if len(all) != 1 || all[0].State != sandbox.Failed || !strings.Contains(all[0].Error, "boom") {
 		t.Fatalf("records after a failed create: %+v", all)
 	}
-	if !e.rt.wasDestroyed(all[0].ID) {
+	if !e.rt.Destroyed(all[0].ID) {
 		t.Error("the failed create was not rolled back")
 	}
 }
@@ -176,12 +175,12 @@ func TestEndings(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sb := e.create(tt.spec)
 			if tt.crash {
-				e.rt.crash(sb.ID)
+				e.rt.Crash(sb.ID)
 			}
 			if code, reason := e.wait(sb.ID); code != tt.code || reason != tt.reason {
 				t.Errorf("wait: %d %s, want %d %s", code, reason, tt.code, tt.reason)
 			}
-			if !e.rt.wasDestroyed(sb.ID) {
+			if !e.rt.Destroyed(sb.ID) {
 				t.Error("not destroyed")
 			}
 		})
@@ -208,7 +207,7 @@ func TestReconcile(t *testing.T) {
 	alive := e.create(sandbox.Spec{})
 	gone := e.create(sandbox.Spec{})
 	e.m.Close() // the daemon stops; sandboxes keep running
-	e.rt.crash(gone.ID)
+	e.rt.Crash(gone.ID)
 	// A record left in creating, and a runtime sandbox with no record.
 	half := &sandbox.Sandbox{ID: ids.NewSandbox(), State: sandbox.Creating, CreatedAt: time.Now(), Spec: alive.Spec}
 	half.Dir = filepath.Join(e.dir, "sandboxes", half.ID)
@@ -230,7 +229,17 @@ func TestReconcile(t *testing.T) {
 			t.Errorf("%s after reconcile: %+v %v, want ended %s", id, rec, err, want)
 		}
 	}
-	if !e.rt.wasDestroyed(orphan) {
+	if !e.rt.Destroyed(orphan) {
 		t.Error("the orphan was not destroyed")
 	}
+}
+
+// selfUser is the user the in-process agent can run processes as: root
+// when the tests run as root, else the test's own uid (an unprivileged
+// agent cannot switch users).
+func selfUser() string {
+	if os.Geteuid() == 0 {
+		return ""
+	}
+	return fmt.Sprint(os.Geteuid())
 }

@@ -15,7 +15,7 @@
 //	bundle/config.json  the OCI spec
 //	upper/              backing store of the private writable layer
 //	chan/agent.sock     the agent's socket (guest: /.corral/run/agent.sock)
-//	console.log         stdout/stderr of PID 1 and of runsc create
+//	console.log         stdout/stderr of PID 1 and of runsc run
 //	network             runsc --network mode ("none" or "sandbox")
 //	overlay             runsc --overlay2 of the sandbox (create and restore)
 //	checkpoint/         runsc's image of the sandbox while paused

@@ -261,7 +261,7 @@ func TestDestroyWithoutRunscState(t *testing.T) {
 func TestStartFailureRollsBack(t *testing.T) {
 	r := newRuntime(t)
 	before := snapshot(t)
-	// A platform that cannot start here makes runsc create fail after it
+	// A platform that cannot start here makes runsc run fail after it
 	// has made its cgroup and state.
 	bad, err := New(Config{RunscPath: r.cfg.RunscPath, Root: r.cfg.Root, CgroupParent: r.cfg.CgroupParent,
 		Platform: "no-such-platform", Logger: r.log})
@@ -271,7 +271,7 @@ func TestStartFailureRollsBack(t *testing.T) {
 	ref := newRef()
 	err = bad.Start(context.Background(), runtime.StartParams{Ref: ref, RootFS: env.rootfs, AgentBinary: env.agent})
 	t.Logf("start error: %v", err)
-	if err == nil || !strings.Contains(err.Error(), "starting sandbox "+ref.ID+": runsc create: ") {
+	if err == nil || !strings.Contains(err.Error(), "starting sandbox "+ref.ID+": runsc run: ") {
 		t.Fatalf("Start with a bad platform: %v", err)
 	}
 	if !strings.Contains(err.Error(), "no-such-platform") {
@@ -453,7 +453,7 @@ func TestDebugLog(t *testing.T) {
 	}
 }
 
-// TestStartCancelled cancels Start at points inside runsc create and start:
+// TestStartCancelled cancels Start at points inside runsc run:
 // whatever stage it reached, nothing may be left behind.
 func TestStartCancelled(t *testing.T) {
 	r := newRuntime(t)

@@ -51,17 +51,13 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams, image string
 		r.log.Debug("sandbox restored", "sandbox", p.ID, "op", "start", "total", time.Since(t0))
 		return nil
 	}
+	// One runsc process creates and starts the sandbox (run --detach):
+	// nothing needs doing between the two, and a second runsc start
+	// costs a process and a state reload.
 	if err := r.create(ctx, p.Ref, bundle, ""); err != nil {
 		return err
 	}
-	step("create")
-	if _, err := r.runsc(ctx, commandTimeout, p.Dir, "start", p.ID); err != nil {
-		if tail := consoleTail(p.Dir, -1); tail != "" {
-			err = fmt.Errorf("%w (console: %s)", err, tail)
-		}
-		return err
-	}
-	step("start")
+	step("run")
 	c.Release()
 	r.log.Debug("sandbox started", "sandbox", p.ID, "op", "start", "total", time.Since(t0))
 	return nil
@@ -134,8 +130,9 @@ func checkStartParams(p runtime.StartParams) error {
 	return nil
 }
 
-// create runs `runsc create`, or `runsc restore` of the checkpoint in
-// image when it is not "" (the restored sandbox runs at once). Its stdout
+// create runs `runsc run --detach` (created and started), or `runsc
+// restore` of the checkpoint in image when it is not "" (the restored
+// sandbox runs at once). Its stdout
 // and stderr, which the sandbox inherits as PID 1's, go to console.log;
 // stdin is /dev/null. It runs in a session of its own so that the sandbox
 // and gofer it leaves behind do not get the daemon's terminal signals.
@@ -161,12 +158,12 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, im
 		return fmt.Errorf("reading the overlay: %w", err)
 	}
 	args := append([]string{"--overlay2", string(overlay)}, extra...)
-	verb := "create"
+	verb := "run"
 	if image != "" {
 		verb = "restore"
 		args = append(args, "restore", "--detach", "--image-path", image)
 	} else {
-		args = append(args, "create")
+		args = append(args, "run", "--detach")
 	}
 	cmd := r.command(ctx, ref.Dir, append(args, "--bundle", bundle, ref.ID)...)
 	cmd.Stdout, cmd.Stderr = console, console
@@ -203,8 +200,8 @@ func consoleTail(dir string, offset int64) string {
 
 // networkFlag is runsc's --network: "sandbox" (gVisor's netstack on the
 // interfaces of the namespace the spec names) when the network layer
-// prepared a namespace, else "none" (loopback only). runsc reads it at
-// create and again at start (which sets the network up), so it is recorded
+// prepared a namespace, else "none" (loopback only). Every runsc command
+// for the sandbox reads it (run, exec, checkpoint, restore), so it is recorded
 // in the sandbox directory and every command for the sandbox passes it.
 func networkFlag(netns string) string {
 	if netns != "" {
