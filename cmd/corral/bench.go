@@ -30,6 +30,7 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&cfg.Warm, "warm", false, "also measure creates from the daemon's warm pool beside cold ones (corral serve --warm-pool N)")
 	f.BoolVar(&cfg.Template, "template", false, "measure only creates from a template (a memory snapshot of a ready sandbox) beside cold creates, on --runtime")
 	f.BoolVar(&cfg.Breakdown, "breakdown", false, "measure only cold creates step by step (the daemon's phases, HTTP, first exec) beside raw runsc")
+	f.BoolVar(&cfg.CLI, "cli", false, "measure only `corral run -- true` through the CLI (from the warm pool when the daemon has one) beside runsc do /bin/true")
 	f.StringVar(&cfg.Runtime, "runtime", "gvisor", "gvisor (against raw runsc) or vm (against a raw QEMU boot)")
 	f.StringVar(&cfg.KernelDir, "vm-kernel", "/var/lib/corral/vm/kernel/current", "guest kernel for the raw QEMU baseline")
 	return cmd

@@ -46,10 +46,12 @@ func newRunCmd() *cobra.Command {
 				return err
 			}
 			if !keep {
+				// The command has ended; the daemon removes the sandbox
+				// without the CLI waiting for the host to be clean.
 				defer func() {
 					rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
 					defer rcancel()
-					if _, err := c.Terminate(rctx, sb.ID); err != nil {
+					if _, err := c.TerminateNoWait(rctx, sb.ID); err != nil {
 						fmt.Fprintf(os.Stderr, "corral: removing %s: %v\n", sb.ID, err)
 					}
 				}()

@@ -40,7 +40,8 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.QEMUPath, "qemu", "", "qemu-system-x86_64 binary of the vm runtime (default: on PATH)")
 	f.StringVar(&cfg.VMAccel, "vm-accel", "", "vm accelerator: kvm or tcg (default: kvm where /dev/kvm runs ordinary guests, else tcg)")
 	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 64, "maximum live sandboxes")
-	f.IntVar(&cfg.WarmPool, "warm-pool", 0, "sandboxes of the default spec (base image, gvisor, default resources) kept started for fast creates")
+	f.IntVar(&cfg.WarmPool, "warm-pool", daemon.AutoWarmPool,
+		fmt.Sprintf("sandboxes of the default spec (base image, gvisor, default resources) kept started for fast creates; -1: one per CPU, 1 to 8 (%d here); 0: none", daemon.AutoWarmPoolSize()))
 	f.Var(warmPoolsValue{&cfg.WarmPools}, "warm-pool-spec", "another warm pool (repeatable): size=N[,runtime=R][,image=I][,cpu=C][,memory_mb=M][,disk_mb=D]...")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")

@@ -314,3 +314,28 @@ func TestAPIWarmPoolStats(t *testing.T) {
 		t.Errorf("list shows %d sandboxes, want the 2 created (not the pooled one)", len(list))
 	}
 }
+
+// DELETE ?wait=false answers once the sandbox is terminating; the teardown
+// finishes in the background and wait reports the end.
+func TestAPITerminateNoWait(t *testing.T) {
+	e := newAPIEnv(t)
+	ctx := context.Background()
+	sb := e.create(apiv1.CreateSandboxRequest{})
+	status, body := e.raw("DELETE", "/v1/sandboxes/"+sb.ID+"?wait=maybe", "")
+	if status != 400 || !strings.Contains(body, "wait") {
+		t.Errorf("wait=maybe: %d %s", status, body)
+	}
+	rec, err := e.c.TerminateNoWait(ctx, sb.ID)
+	if err != nil || (rec.State != "terminating" && rec.State != "terminated") {
+		t.Fatalf("terminate without waiting: %+v %v", rec, err)
+	}
+	if w, err := e.c.Wait(ctx, sb.ID, 10); err != nil || w.EndReason != "terminated" || w.ExitCode != 137 {
+		t.Fatalf("wait after it: %+v %v", w, err)
+	}
+	if !e.rt.Destroyed(sb.ID) {
+		t.Error("the background teardown did not destroy the sandbox")
+	}
+	if rec, err := e.c.TerminateNoWait(ctx, sb.ID); err != nil || rec.State != "terminated" {
+		t.Errorf("again, once ended: %+v %v", rec, err)
+	}
+}

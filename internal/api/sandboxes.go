@@ -134,8 +134,34 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toAPI(sb))
 }
 
+// deleteSandbox terminates a sandbox: by default it answers 200 once
+// everything of it is gone from the host; with ?wait=false, 202 as soon as
+// it is terminating (the teardown goes on; GET or wait tell the end).
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.m.Terminate(r.Context(), r.PathValue("id"), sandbox.EndTerminated, nil)
+	wait := true
+	switch v := r.URL.Query().Get("wait"); v {
+	case "", "true":
+	case "false":
+		wait = false
+	default:
+		writeError(w, errdefs.Invalid("wait", "true or false, got %q", v))
+		return
+	}
+	id := r.PathValue("id")
+	if !wait {
+		sb, err := s.m.TerminateNoWait(r.Context(), id, sandbox.EndTerminated)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		status := http.StatusAccepted
+		if sb.State.Terminal() {
+			status = http.StatusOK
+		}
+		writeJSON(w, status, toAPI(sb))
+		return
+	}
+	sb, err := s.m.Terminate(r.Context(), id, sandbox.EndTerminated, nil)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -37,6 +37,9 @@ type Config struct {
 	// Breakdown measures only cold creates, step by step, beside raw
 	// runsc's time to interactive.
 	Breakdown bool
+	// CLI measures only `corral run -- true` through the CLI beside
+	// `runsc do /bin/true`.
+	CLI bool
 }
 
 // Result is one measured figure.
@@ -70,14 +73,22 @@ func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error
 	if cfg.Breakdown {
 		return runBreakdown(ctx, c, cfg, out)
 	}
+	if cfg.CLI {
+		return runCLI(ctx, c, cfg, out)
+	}
 	raw, err := newRaw(cfg)
 	if err != nil {
 		return err
 	}
 	defer raw.close()
 	fmt.Fprintf(out, "corral bench: n=%d, file=%d MiB, runsc=%s\n\n", cfg.N, cfg.FileMiB, raw.version())
-
-	tti, err := corralTTI(ctx, c, cfg.N, "")
+	before, err := c.Version(ctx)
+	if err != nil {
+		return err
+	}
+	// Cold creates: a spec no warm pool holds (the default pool's would
+	// hand out started sandboxes).
+	tti, err := corralTTIOn(ctx, c, cfg.N, apiv1.CreateSandboxRequest{MemoryMB: coldMemoryMB})
 	if err != nil {
 		return fmt.Errorf("corral time to interactive: %w", err)
 	}
@@ -93,22 +104,44 @@ func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error
 	if err != nil {
 		return fmt.Errorf("raw runsc exec: %w", err)
 	}
-	report(out, "time to interactive (create → first output of echo)", tti, rawTTI)
+	report(out, fmt.Sprintf("time to interactive, cold (create → first output of echo; %d MiB, a spec no pool holds)", coldMemoryMB), tti, rawTTI)
 	if cfg.Image != "" {
-		imgTTI, err := corralTTI(ctx, c, cfg.N, cfg.Image)
+		imgTTI, err := corralTTIOn(ctx, c, cfg.N, apiv1.CreateSandboxRequest{Image: cfg.Image, MemoryMB: coldMemoryMB})
 		if err != nil {
 			return fmt.Errorf("corral time to interactive from %s: %w", cfg.Image, err)
 		}
 		compare(out, "time to interactive from image "+cfg.Image, "image", imgTTI, "base", tti)
 		fmt.Fprintln(out)
 	}
-	if cfg.Warm {
+	if cfg.Warm || before.WarmPool != nil {
 		if err := runWarm(ctx, c, cfg.N, out); err != nil {
 			return fmt.Errorf("warm pool: %w", err)
 		}
 	}
 	report(out, "exec round trip (echo in a running sandbox)", execs, rawExecs)
-	return fileThroughput(ctx, c, cfg.FileMiB, out)
+	if err := fileThroughput(ctx, c, cfg.FileMiB, out); err != nil {
+		return err
+	}
+	after, err := c.Version(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\n"+poolLine(before, after))
+	return nil
+}
+
+// poolLine describes the daemon's warm pools and their hits and misses
+// between two readings of /v1/version.
+func poolLine(before, after *apiv1.Version) string {
+	if after.WarmPool == nil {
+		return "warm pool: none (corral serve --warm-pool 0)"
+	}
+	var hits, misses int64
+	if before.WarmPool != nil {
+		hits, misses = before.WarmPool.Hits, before.WarmPool.Misses
+	}
+	return fmt.Sprintf("warm pool: size %d; in this run %d hits, %d misses (since the daemon started: %d, %d)",
+		after.WarmPool.Size, after.WarmPool.Hits-hits, after.WarmPool.Misses-misses, after.WarmPool.Hits, after.WarmPool.Misses)
 }
 
 func report(out io.Writer, title string, ours, base Result) {
@@ -139,17 +172,12 @@ func ratio(a, b time.Duration) float64 {
 	return float64(a) / float64(b)
 }
 
-// corralTTI creates n sandboxes one after another and times create through
-// the first stdout byte of echo; removal is not timed.
-func corralTTI(ctx context.Context, c *corral.Client, n int, image string) (Result, error) {
-	return corralTTIOn(ctx, c, n, image, "")
-}
-
-// corralTTIOn is corralTTI on a given runtime ("" for the default).
-func corralTTIOn(ctx context.Context, c *corral.Client, n int, image, rt string) (Result, error) {
+// corralTTIOn creates n sandboxes of req one after another and times
+// each create through the first stdout byte of echo; removal is not timed.
+func corralTTIOn(ctx context.Context, c *corral.Client, n int, req apiv1.CreateSandboxRequest) (Result, error) {
 	res := Result{Name: "corral tti"}
 	for i := 0; i < n; i++ {
-		d, err := ttiOnce(ctx, c, apiv1.CreateSandboxRequest{Image: image, Runtime: rt})
+		d, err := ttiOnce(ctx, c, req)
 		if err != nil {
 			return res, err
 		}

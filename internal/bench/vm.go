@@ -36,10 +36,10 @@ func runVM(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) err
 	if _, err := r.RawBoot(ctx, cfg.RootFS, filepath.Join(work, "warm")); err != nil {
 		return fmt.Errorf("raw qemu boot: %w", err)
 	}
-	if _, err := corralTTIOn(ctx, c, 1, "", "vm"); err != nil {
+	if _, err := corralTTIOn(ctx, c, 1, apiv1.CreateSandboxRequest{Runtime: "vm"}); err != nil {
 		return fmt.Errorf("corral vm create: %w", err)
 	}
-	ours, err := corralTTIOn(ctx, c, cfg.N, "", "vm")
+	ours, err := corralTTIOn(ctx, c, cfg.N, apiv1.CreateSandboxRequest{Runtime: "vm"})
 	if err != nil {
 		return fmt.Errorf("corral vm time to interactive: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,10 +26,10 @@ import (
 	imagestore "corral/internal/image/store"
 	"corral/internal/manager"
 	"corral/internal/netpolicy/policy"
+	"corral/internal/records"
 	"corral/internal/runtime"
 	"corral/internal/runtime/gvisor"
 	"corral/internal/runtime/vm"
-	"corral/internal/records"
 )
 
 // Config is what `corral serve` is started with.
@@ -42,7 +43,10 @@ type Config struct {
 	QEMUPath     string // default: qemu-system-x86_64 on PATH
 	VMAccel      string // "kvm", "tcg" or "" (KVM where usable)
 	MaxSandboxes int
-	WarmPool     int // started sandboxes of the default spec kept ready
+	// WarmPool is how many started sandboxes of the default spec are kept
+	// ready: AutoWarmPool (negative) sizes it from the machine, 0 turns it
+	// off.
+	WarmPool int
 	// WarmPools are more pools, of other specs (manager.ParseWarmPool).
 	WarmPools []manager.WarmPoolConfig
 	Net       NetConfig
@@ -206,11 +210,28 @@ func ensureToken(path string) (string, error) {
 	return tok, nil
 }
 
-// warmPools is the default spec's pool (--warm-pool) and the others.
+// AutoWarmPool as Config.WarmPool sizes the default pool from the machine
+// (AutoWarmPoolSize).
+const AutoWarmPool = -1
+
+// AutoWarmPoolSize is the default pool's size when the operator names
+// none: one sandbox per CPU, 1 to 8. A pooled gVisor sandbox holds some
+// tens of MiB of host memory and no CPU while it waits (docs/BENCHMARKS.md,
+// Density), and refills run one at a time behind callers' creates, so this
+// costs little and covers a burst of as many creates as the machine can
+// start at once.
+func AutoWarmPoolSize() int { return min(max(goruntime.NumCPU(), 1), 8) }
+
+// warmPools is the default spec's pool (--warm-pool) and the others. The
+// sized-from-the-machine default gives way to a --warm-pool-spec of the
+// same spec.
 func warmPools(cfg Config) []manager.WarmPoolConfig {
 	var out []manager.WarmPoolConfig
-	if cfg.WarmPool > 0 {
+	switch {
+	case cfg.WarmPool > 0:
 		out = append(out, manager.WarmPoolConfig{Size: cfg.WarmPool})
+	case cfg.WarmPool < 0:
+		out = append(out, manager.WarmPoolConfig{Size: AutoWarmPoolSize(), Auto: true})
 	}
 	return append(out, cfg.WarmPools...)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +49,10 @@ type warmPool struct {
 type WarmPoolConfig struct {
 	Spec sandbox.Spec
 	Size int
+	// Auto marks a pool the daemon chose by itself (the default spec's,
+	// sized from the machine): another configured pool of the same spec
+	// replaces it instead of conflicting.
+	Auto bool
 }
 
 func newWarmPool(c WarmPoolConfig) (*warmPool, error) {
@@ -63,20 +68,26 @@ func newWarmPool(c WarmPoolConfig) (*warmPool, error) {
 }
 
 // newPools checks the pools' configurations: valid specs, no two of the
-// same shape.
+// same shape (an Auto pool gives way to a configured one).
 func newPools(cfgs []WarmPoolConfig) ([]*warmPool, error) {
 	var pools []*warmPool
+	var auto []bool
 	for _, c := range cfgs {
 		pool, err := newWarmPool(c)
 		if err != nil {
 			return nil, err
 		}
-		for _, q := range pools {
-			if sameShape(q.spec, pool.spec) {
-				return nil, errdefs.Invalid("warm pools", "two pools of the same spec (%s on %s)", pool.spec.Image, pool.spec.Runtime)
-			}
+		dup := slices.IndexFunc(pools, func(q *warmPool) bool { return sameShape(q.spec, pool.spec) })
+		switch {
+		case dup < 0:
+			pools, auto = append(pools, pool), append(auto, c.Auto)
+		case c.Auto:
+			// a configured pool of this spec is there already
+		case auto[dup]:
+			pools[dup], auto[dup] = pool, false
+		default:
+			return nil, errdefs.Invalid("warm pools", "two pools of the same spec (%s on %s)", pool.spec.Image, pool.spec.Runtime)
 		}
-		pools = append(pools, pool)
 	}
 	return pools, nil
 }

@@ -132,3 +132,19 @@ func TestParseWarmPool(t *testing.T) {
 		}
 	}
 }
+
+// The daemon's own default pool gives way to a configured pool of the same
+// spec; two configured ones of a spec conflict.
+func TestAutoPoolGivesWay(t *testing.T) {
+	pools, err := newPools([]WarmPoolConfig{{Size: 2, Auto: true}, {Size: 5}, {Size: 1, Spec: sandbox.Spec{MemoryMB: 700}}})
+	if err != nil || len(pools) != 2 || pools[0].size != 5 || pools[1].size != 1 {
+		t.Fatalf("auto then configured: %v %+v", err, pools)
+	}
+	pools, err = newPools([]WarmPoolConfig{{Size: 5}, {Size: 2, Auto: true}})
+	if err != nil || len(pools) != 1 || pools[0].size != 5 {
+		t.Fatalf("configured then auto: %v %+v", err, pools)
+	}
+	if _, err := newPools([]WarmPoolConfig{{Size: 5}, {Size: 3}}); err == nil {
+		t.Fatal("two configured pools of one spec were accepted")
+	}
+}

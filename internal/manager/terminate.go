@@ -30,6 +30,42 @@ func (m *Manager) Terminate(ctx context.Context, id, reason string, exitCode *in
 	return m.terminateLocked(h, reason, exitCode)
 }
 
+// TerminateNoWait is Terminate that returns as soon as the sandbox is
+// terminating (persisted, so a daemon crash meanwhile leaves the cleanup
+// owed and reconcile finishes it): the teardown goes on in the background,
+// and Wait or Get tell when it is terminated. For callers that do not need
+// to wait for the host to be clean (corral run, once its command ended).
+func (m *Manager) TerminateNoWait(ctx context.Context, id, reason string) (*sandbox.Sandbox, error) {
+	if !ids.Sandbox(id) {
+		return nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
+	}
+	h := m.lookup(id)
+	if h == nil {
+		return m.records.GetSandbox(ctx, id)
+	}
+	h.Lock()
+	if h.State().Terminal() {
+		defer h.Unlock()
+		return h.Record(), nil
+	}
+	rec, err := h.BeginTerminate(reason)
+	if err != nil {
+		h.Unlock()
+		return nil, err
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer h.Unlock()
+		if _, err := h.FinishTerminate(reason, nil); err != nil {
+			m.log.Error("terminating sandbox", "sandbox", id, "reason", reason, "err", err)
+			return
+		}
+		m.forget(h)
+	}()
+	return rec, nil
+}
+
 // terminateLocked is Terminate for a caller that holds h's lock.
 func (m *Manager) terminateLocked(h *handle.Handle, reason string, exitCode *int) (*sandbox.Sandbox, error) {
 	rec, err := h.Terminate(reason, exitCode)

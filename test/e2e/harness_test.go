@@ -94,7 +94,10 @@ func startDaemon(t testing.TB, extra ...string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, state: state, addr: freeAddr(t), net: append(testNetFlags(t), extra...)}
+	// No warm pool unless the test asks for one (a flag given later wins):
+	// pools fill in the background, and most tests count sandboxes.
+	flags := append(testNetFlags(t), "--warm-pool", "0")
+	d := &daemon{t: t, state: state, addr: freeAddr(t), net: append(flags, extra...)}
 	d.start()
 	t.Cleanup(func() { d.teardown() })
 	return d

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -89,4 +90,23 @@ func (d *daemon) poolReady(n int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	d.t.Fatalf("the warm pool did not reach %d ready sandboxes", n)
+}
+
+// A daemon left to its defaults keeps a warm pool sized from the machine,
+// reports its hits and misses, and a plain create takes from it.
+func TestDefaultWarmPool(t *testing.T) {
+	d := startDaemon(t, "--warm-pool", "-1")
+	want := min(max(runtime.NumCPU(), 1), 8)
+	d.poolReady(want)
+	pooled := d.sandboxDirs()
+	id := d.create()
+	if !slices.Contains(pooled, id) {
+		t.Errorf("a default create made %s, not one of the pooled %v", id, pooled)
+	}
+	_, body := d.api("GET", "/v1/version", d.token, "")
+	var v apiv1.Version
+	if err := json.Unmarshal([]byte(body), &v); err != nil || v.WarmPool == nil || v.WarmPool.Size != want || v.WarmPool.Hits != 1 {
+		t.Fatalf("version: %s (%v), want a pool of %d with 1 hit", body, err, want)
+	}
+	d.mustCLI("rm", id)
 }

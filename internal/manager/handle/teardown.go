@@ -57,15 +57,35 @@ func (h *Handle) teardownContext() (context.Context, context.CancelFunc) {
 // and the error is returned. The caller holds Lock and, on success, drops
 // the handle from its index.
 func (h *Handle) Terminate(reason string, exitCode *int) (*sandbox.Sandbox, error) {
+	if _, err := h.BeginTerminate(reason); err != nil {
+		return nil, err
+	}
+	return h.FinishTerminate(reason, exitCode)
+}
+
+// BeginTerminate is Terminate's first half: terminating is persisted (if
+// the sandbox is not terminating already) and the watchers stop. The
+// caller holds Lock and calls FinishTerminate next, in any goroutine.
+func (h *Handle) BeginTerminate(reason string) (*sandbox.Sandbox, error) {
 	ctx, cancel := h.teardownContext()
 	defer cancel()
-	if h.State() != sandbox.Terminating {
+	rec := h.Record()
+	if rec.State != sandbox.Terminating {
 		ch := Change{To: sandbox.Terminating, Edit: func(s *sandbox.Sandbox) { s.EndReason = reason }}
-		if _, err := h.Apply(ctx, ch); err != nil {
+		var err error
+		if rec, err = h.Apply(ctx, ch); err != nil {
 			return nil, err
 		}
 	}
 	h.Detach()
+	return rec, nil
+}
+
+// FinishTerminate is Terminate's second half: the teardown, then
+// terminated.
+func (h *Handle) FinishTerminate(reason string, exitCode *int) (*sandbox.Sandbox, error) {
+	ctx, cancel := h.teardownContext()
+	defer cancel()
 	if err := h.Teardown(ctx); err != nil {
 		h.Event("error", "destroying sandbox: "+err.Error(), nil)
 		return nil, fmt.Errorf("terminating sandbox %s: %w", h.ref.ID, err)

@@ -49,6 +49,17 @@ func (c *Client) Terminate(ctx context.Context, id string) (*apiv1.Sandbox, erro
 	return &sb, nil
 }
 
+// TerminateNoWait starts terminating a sandbox and returns at once, with
+// the record in state terminating (or already ended); the daemon finishes
+// removing it in the background (Wait tells when).
+func (c *Client) TerminateNoWait(ctx context.Context, id string) (*apiv1.Sandbox, error) {
+	var sb apiv1.Sandbox
+	if err := c.call(ctx, "DELETE", sbPath(id), url.Values{"wait": {"false"}}, nil, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
 // SetNetwork replaces a running sandbox's network policy.
 func (c *Client) SetNetwork(ctx context.Context, id string, p apiv1.NetworkPolicy) (*apiv1.Sandbox, error) {
 	var sb apiv1.Sandbox
