@@ -155,6 +155,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		m.wg.Wait()
 		return nil, fmt.Errorf("reconciling sandboxes: %w", err)
 	}
+	m.adoptTemplates(ctx)
 	m.refill()
 	return m, nil
 }

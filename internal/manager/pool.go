@@ -42,6 +42,7 @@ type warmPool struct {
 	ready        []*handle.Handle
 	filling      int
 	hits, misses int64
+	template     *sandbox.Snapshot // what a templated pool refills from (pooltemplate.go)
 }
 
 // WarmPoolConfig is one warm pool: Size sandboxes of Spec (only its
@@ -173,7 +174,7 @@ func (m *Manager) refill() {
 // fillOne starts one sandbox for p, at low priority: fills run one at a
 // time, each once no caller's create is starting.
 func (m *Manager) fillOne(p *warmPool) {
-	h, err := m.createPooled(p.spec)
+	h, err := m.createPooled(p)
 	p.mu.Lock()
 	p.filling--
 	keep := err == nil && p.size > 0
@@ -199,7 +200,8 @@ func (m *Manager) fillOne(p *warmPool) {
 
 // createPooled starts a sandbox of spec for a pool once it is this fill's
 // turn and no foreground create is starting.
-func (m *Manager) createPooled(spec sandbox.Spec) (*handle.Handle, error) {
+func (m *Manager) createPooled(p *warmPool) (*handle.Handle, error) {
+	spec := p.spec
 	select {
 	case m.fillSlot <- struct{}{}:
 	case <-m.ctx.Done():
@@ -215,6 +217,9 @@ func (m *Manager) createPooled(spec sandbox.Spec) (*handle.Handle, error) {
 	}
 	spec.Timeout = sandbox.MaxTimeout
 	spec.Tags = map[string]string{poolTag: "warm"}
+	if templated(spec) {
+		return m.fillFromTemplate(p, spec)
+	}
 	rt, err := m.resolve(&spec)
 	if err != nil {
 		return nil, err
@@ -239,10 +244,12 @@ func (m *Manager) claim(ctx context.Context, h *handle.Handle, spec sandbox.Spec
 		}
 	}
 	// What the pooled start took from the image stays: its digest, and
-	// its workdir and user where the caller names none.
+	// its workdir and user where the caller names none; and a copy of a
+	// pool's template says so.
 	spec.ImageDigest = pooled.Spec.ImageDigest
 	spec.Workdir = or(spec.Workdir, pooled.Spec.Workdir)
 	spec.User = or(spec.User, pooled.Spec.User)
+	spec.FromSnapshot = pooled.Spec.FromSnapshot // a templated pool's copy names its template
 	rec, err := h.Apply(ctx, handle.Change{
 		Edit: func(s *sandbox.Sandbox) {
 			s.Spec = spec

@@ -110,7 +110,9 @@ func (m *Manager) saveLocked(ctx context.Context, h *handle.Handle, client *agen
 	if old := h.SetAgent(next); old != nil {
 		old.Close()
 	}
-	m.watch(h)
+	if h.Watched() { // not a sandbox waiting in a warm pool
+		m.watch(h)
+	}
 	if saveErr != nil {
 		return fmt.Errorf("snapshotting sandbox %s: %w", h.ID(), saveErr)
 	}

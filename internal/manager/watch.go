@@ -20,6 +20,7 @@ func (m *Manager) watch(h *handle.Handle) {
 	if client == nil {
 		return
 	}
+	h.Watch()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

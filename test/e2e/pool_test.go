@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -80,7 +81,13 @@ func TestWarmPoolCreates(t *testing.T) {
 // poolReady waits until the daemon reports n ready pooled sandboxes.
 func (d *daemon) poolReady(n int) {
 	d.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	d.poolReadyWithin(n, 30*time.Second)
+}
+
+// poolReadyWithin is poolReady with a deadline of its own.
+func (d *daemon) poolReadyWithin(n int, within time.Duration) {
+	d.t.Helper()
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		_, body := d.api("GET", "/v1/version", d.token, "")
 		var v apiv1.Version
@@ -109,4 +116,54 @@ func TestDefaultWarmPool(t *testing.T) {
 		t.Fatalf("version: %s (%v), want a pool of %d with 1 hit", body, err, want)
 	}
 	d.mustCLI("rm", id)
+}
+
+// A vm warm pool boots its first guest cold, snapshots it as the pool's
+// template and refills by restoring copies of it (each with its own
+// identity); a restarted daemon refills from the same template.
+func TestVMWarmPoolRefillsFromTemplate(t *testing.T) {
+	d := startDaemon(t, "--warm-pool-spec", "size=1,runtime=vm")
+	d.poolReadyWithin(1, 3*time.Minute)
+	first := d.create("--runtime", "vm")
+	d.poolReadyWithin(1, 3*time.Minute)
+	tmpl := d.poolTemplate(t)
+	second := d.create("--runtime", "vm")
+	var rec apiv1.Sandbox
+	if err := json.Unmarshal([]byte(d.mustCLI("inspect", second)), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.FromSnapshot != tmpl {
+		t.Errorf("the refilled sandbox comes from %q, not the pool's template %s", rec.FromSnapshot, tmpl)
+	}
+	a, b := d.mustCLI("exec", first, "--", "hostname"), d.mustCLI("exec", second, "--", "hostname")
+	if a != first+"\n" || b != second+"\n" {
+		t.Errorf("hostnames %q and %q, want the sandboxes' ids", a, b)
+	}
+	d.mustCLI("rm", first, second)
+
+	d.stop()
+	d.start()
+	d.poolReadyWithin(1, 3*time.Minute)
+	if again := d.poolTemplate(t); again != tmpl {
+		t.Errorf("after a restart the pool's template is %s, not the earlier %s", again, tmpl)
+	}
+}
+
+// poolTemplate is the id of the one warm pool template the daemon lists.
+func (d *daemon) poolTemplate(t *testing.T) string {
+	t.Helper()
+	snaps, err := d.client.Snapshots(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range snaps {
+		if strings.HasPrefix(s.Name, "corral.pool-vm-") {
+			ids = append(ids, s.ID)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("pool templates: %v, want one", snaps)
+	}
+	return ids[0]
 }

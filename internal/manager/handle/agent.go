@@ -43,6 +43,23 @@ func (h *Handle) Quiet(on bool) {
 	h.mu.Unlock()
 }
 
+// Watch records that the manager watches the sandbox (timeouts, agent
+// loss) and reports whether it did already; a sandbox waiting in a warm
+// pool is not watched until it is claimed.
+func (h *Handle) Watch() (already bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	already, h.watched = h.watched, true
+	return already
+}
+
+// Watched reports whether Watch was called.
+func (h *Handle) Watched() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.watched
+}
+
 // Quieted reports whether Quiet is on.
 func (h *Handle) Quieted() bool {
 	h.mu.Lock()

@@ -45,6 +45,7 @@ type Handle struct {
 	active     int       // API operations in flight
 	lastActive time.Time // end of the last one
 	quiet      bool      // the agent session was ended on purpose: its loss is no crash
+	watched    bool      // the manager watches it (not a sandbox waiting in a pool)
 	stop       chan struct{}
 	done       chan struct{}
 }
