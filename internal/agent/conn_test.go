@@ -298,7 +298,7 @@ func TestMainServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// SIGTERM kills what the agent started, and Main returns 0.
-	stream, err := c.Start(testCtx(t), agentapi.StartRequest{Args: []string{"sleep", "100"}})
+	stream, err := c.Start(testCtx(t), asSelf(agentapi.StartRequest{Args: []string{"sleep", "100"}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,17 @@ func requireRoot(t testing.TB) {
 	}
 }
 
+// asSelf fills in the user of a request that names none. The agent's
+// default is root, and an agent that is not root can only run processes as
+// itself, so tests that do not care who runs their processes ask for the
+// test's own uid:gid when they are not root.
+func asSelf(req agentapi.StartRequest) agentapi.StartRequest {
+	if req.User == "" && os.Geteuid() != 0 {
+		req.User = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	}
+	return req
+}
+
 // testEnv is an agent served in-process on a unix socket, and a real client.
 type testEnv struct {
 	srv  *Server
@@ -198,7 +209,7 @@ func (r *result) add(t *testing.T, ev agentapi.Event) {
 // run starts a process and collects its whole stream.
 func (e *testEnv) run(t *testing.T, req agentapi.StartRequest) *result {
 	t.Helper()
-	s, err := e.c.Start(testCtx(t), req)
+	s, err := e.c.Start(testCtx(t), asSelf(req))
 	if err != nil {
 		t.Fatalf("Start(%q): %v", req.Args, err)
 	}
@@ -208,7 +219,7 @@ func (e *testEnv) run(t *testing.T, req agentapi.StartRequest) *result {
 // startPID starts a process and returns its stream after the start event.
 func (e *testEnv) startPID(t *testing.T, req agentapi.StartRequest) (*agentapi.Stream, int) {
 	t.Helper()
-	s, err := e.c.Start(testCtx(t), req)
+	s, err := e.c.Start(testCtx(t), asSelf(req))
 	if err != nil {
 		t.Fatalf("Start(%q): %v", req.Args, err)
 	}

@@ -51,7 +51,6 @@ func TestProcessExitCodes(t *testing.T) {
 }
 
 func TestProcessStartErrors(t *testing.T) {
-	requireRoot(t)
 	env := newEnv(t, "")
 	tests := []struct {
 		name string
@@ -350,7 +349,7 @@ func TestProcessListConnect(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].PID != pid || list[0].Tag != "bg" || list[0].Args[0] != "sh" {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
-	if _, err := env.c.Start(ctx, agentapi.StartRequest{Args: []string{"true"}, Tag: "bg"}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+	if _, err := env.c.Start(ctx, asSelf(agentapi.StartRequest{Args: []string{"true"}, Tag: "bg"})); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Fatalf("Start with a used tag: %v; want already_exists", err)
 	}
 	// Output while nobody is attached goes to the backlog...
@@ -463,7 +462,7 @@ func TestManyConcurrentCalls(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			s, err := env.c.Start(ctx, agentapi.StartRequest{Args: []string{"sh", "-c", "echo $0", string(rune('a' + i%26))}})
+			s, err := env.c.Start(ctx, asSelf(agentapi.StartRequest{Args: []string{"sh", "-c", "echo $0", string(rune('a' + i%26))}}))
 			if err != nil {
 				errs <- err
 				return

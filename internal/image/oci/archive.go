@@ -360,8 +360,51 @@ func (a archiveImage) ConfigFile() (*v1.ConfigFile, error) {
 }
 
 func (a archiveImage) Layers() ([]v1.Layer, error) {
-	l, err := a.Image.Layers()
-	return l, invalid(err)
+	ls, err := a.Image.Layers()
+	if err != nil {
+		return nil, invalid(err)
+	}
+	out := make([]v1.Layer, len(ls))
+	for i, l := range ls {
+		out[i] = archiveLayer{l}
+	}
+	return out, nil
+}
+
+// archiveLayer marks errors reading a layer's bytes as invalid too: a blob
+// that is cut short or does not decompress (ggcr gunzips a docker
+// archive's layers before the store sees them) is a malformed archive.
+type archiveLayer struct {
+	v1.Layer
+}
+
+func (l archiveLayer) Compressed() (io.ReadCloser, error) {
+	rc, err := l.Layer.Compressed()
+	if err != nil {
+		return nil, invalid(err)
+	}
+	return invalidReader{rc}, nil
+}
+
+func (l archiveLayer) Uncompressed() (io.ReadCloser, error) {
+	rc, err := l.Layer.Uncompressed()
+	if err != nil {
+		return nil, invalid(err)
+	}
+	return invalidReader{rc}, nil
+}
+
+// invalidReader marks its reader's failures, io.EOF aside, as invalid.
+type invalidReader struct {
+	io.ReadCloser
+}
+
+func (r invalidReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = invalid(err)
+	}
+	return n, err
 }
 
 func invalid(err error) error {

@@ -60,7 +60,7 @@ func testImage(t *testing.T) v1.Image {
 	return img
 }
 
-func tarLayer(t *testing.T, files map[string]string) v1.Layer {
+func tarLayer(t testing.TB, files map[string]string) v1.Layer {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -290,7 +290,7 @@ func TestImportLayout(t *testing.T) {
 }
 
 // tarDir writes the files under dir into a tar at dst, plus "../escape".
-func tarDir(t *testing.T, dir, dst string) {
+func tarDir(t testing.TB, dir, dst string) {
 	t.Helper()
 	f, err := os.Create(dst)
 	if err != nil {

@@ -13,9 +13,9 @@
 //
 // The input comes from inside a sandbox and is treated as hostile: names are
 // cleaned, "trusted." xattrs never pass through, names that already look
-// like whiteout markers are refused, and device nodes other than whiteouts,
-// FIFOs and sockets are left out (and counted). The output still goes
-// through the store's safe extractor.
+// like whiteout markers and sparse files are refused, and device nodes
+// other than whiteouts, FIFOs and sockets are left out (and counted). The
+// output still goes through the store's safe extractor.
 //
 // This package imports only the standard library and errdefs.
 package overlaytar
@@ -36,6 +36,7 @@ const (
 	opaqueMarker   = ".wh..wh..opq"
 	paxXattr       = "SCHILY.xattr."
 	opaqueXattr    = paxXattr + "trusted.overlay.opaque"
+	gnuSparse      = "GNU.sparse."
 	maxSkipped     = 20
 )
 
@@ -132,7 +133,11 @@ func (c *converter) entry(hdr *tar.Header) error {
 			return fmt.Errorf("%w: upper layer entry %q: a hard link to %q, which is not part of a layer", errdefs.ErrInvalidArgument, name, target)
 		}
 		hdr.Linkname = target
-	case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
+	case tar.TypeReg:
+		if isSparse(hdr) {
+			return fmt.Errorf("%w: upper layer entry %q: a sparse file, which neither runtime writes (its holes would be copied out as zeros)", errdefs.ErrInvalidArgument, name)
+		}
+	case tar.TypeDir, tar.TypeSymlink:
 	default:
 		c.skip(name)
 		return nil
@@ -202,6 +207,19 @@ func (c *converter) skip(name string) {
 	if len(c.st.Skipped) < maxSkipped {
 		c.st.Skipped = append(c.st.Skipped, name)
 	}
+}
+
+// isSparse reports whether hdr is a GNU sparse file in one of the PAX
+// forms, which archive/tar reads as a regular file of its full size with
+// zeros in the holes: a few input bytes could then stand for terabytes of
+// output. (The old GNU form has a type of its own and is skipped.)
+func isSparse(hdr *tar.Header) bool {
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, gnuSparse) {
+			return true
+		}
+	}
+	return false
 }
 
 // cleanName returns name relative to the layer root, cleaned, without a

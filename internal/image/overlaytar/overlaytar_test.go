@@ -20,7 +20,7 @@ type entry struct {
 	pax        map[string]string
 }
 
-func upperTar(t *testing.T, entries []entry) *bytes.Buffer {
+func upperTar(t testing.TB, entries []entry) *bytes.Buffer {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -75,29 +75,36 @@ func listing(t *testing.T, r io.Reader) []string {
 	}
 }
 
+// runscUpper is what runsc tar rootfs-upper wrote for: rm
+// /etc/debian_version; rm -rf /usr/share/doc && mkdir /usr/share/doc; a new
+// file, a hard link, a symlink and a FIFO under a new /app; the agent's
+// resolv.conf. (And one hostile name.)
+var runscUpper = []entry{
+	{name: "./", typ: tar.TypeDir},
+	{name: "./app/", typ: tar.TypeDir, pax: map[string]string{opaqueXattr: "y"}},
+	{name: "./app/hardlink", typ: tar.TypeReg, body: "hi\n", pax: map[string]string{paxXattr + "user.k": "v", paxXattr + "trusted.x": "y"}},
+	{name: "./app/sym", typ: tar.TypeSymlink, link: "a"},
+	{name: "./app/fifo", typ: tar.TypeFifo},
+	{name: "./app/a", typ: tar.TypeLink, link: "./app/hardlink"},
+	{name: "./etc/", typ: tar.TypeDir},
+	{name: "./etc/.resolv.conf.corral", typ: tar.TypeChar},
+	{name: "./etc/debian_version", typ: tar.TypeLink, link: "./etc/.resolv.conf.corral"},
+	{name: "./etc/resolv.conf", typ: tar.TypeReg, body: "nameserver 10.0.0.1\n"},
+	{name: "./etc/gone", typ: tar.TypeLink, link: "./etc/debian_version"},
+	{name: "./dev/null2", typ: tar.TypeChar, major: 1},
+	{name: "./usr/share/doc/", typ: tar.TypeDir, pax: map[string]string{opaqueXattr: "y"}},
+	{name: "./usr/share/doc/new", typ: tar.TypeReg, body: "x"},
+	{name: "../../../escape", typ: tar.TypeReg, body: "e"},
+}
+
+// runtimeExclude is what the runtimes leave out: the files the agent
+// writes at start (agentapi.RuntimeWrittenFiles, not imported here).
+var runtimeExclude = []string{"/etc/resolv.conf", "/etc/.resolv.conf.corral"}
+
 func TestConvert(t *testing.T) {
-	// What runsc tar rootfs-upper wrote for: rm /etc/debian_version; rm -rf
-	// /usr/share/doc && mkdir /usr/share/doc; a new file, a hard link, a
-	// symlink and a FIFO under a new /app; the agent's resolv.conf.
-	in := upperTar(t, []entry{
-		{name: "./", typ: tar.TypeDir},
-		{name: "./app/", typ: tar.TypeDir, pax: map[string]string{opaqueXattr: "y"}},
-		{name: "./app/hardlink", typ: tar.TypeReg, body: "hi\n", pax: map[string]string{paxXattr + "user.k": "v", paxXattr + "trusted.x": "y"}},
-		{name: "./app/sym", typ: tar.TypeSymlink, link: "a"},
-		{name: "./app/fifo", typ: tar.TypeFifo},
-		{name: "./app/a", typ: tar.TypeLink, link: "./app/hardlink"},
-		{name: "./etc/", typ: tar.TypeDir},
-		{name: "./etc/.resolv.conf.corral", typ: tar.TypeChar},
-		{name: "./etc/debian_version", typ: tar.TypeLink, link: "./etc/.resolv.conf.corral"},
-		{name: "./etc/resolv.conf", typ: tar.TypeReg, body: "nameserver 10.0.0.1\n"},
-		{name: "./etc/gone", typ: tar.TypeLink, link: "./etc/debian_version"},
-		{name: "./dev/null2", typ: tar.TypeChar, major: 1},
-		{name: "./usr/share/doc/", typ: tar.TypeDir, pax: map[string]string{opaqueXattr: "y"}},
-		{name: "./usr/share/doc/new", typ: tar.TypeReg, body: "x"},
-		{name: "../../../escape", typ: tar.TypeReg, body: "e"},
-	})
+	in := upperTar(t, runscUpper)
 	var out bytes.Buffer
-	st, err := Convert(in, &out, Options{Exclude: []string{"/etc/resolv.conf", "/etc/.resolv.conf.corral"}})
+	st, err := Convert(in, &out, Options{Exclude: runtimeExclude})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,5 +169,14 @@ func TestDropStaleWhiteouts(t *testing.T) {
 	want := []string{"etc/ 5", "etc/.wh.passwd 0", "etc/.wh..wh..opq 0", "etc/new 0 n"}
 	if got := listing(t, &out); n != 1 || !slices.Equal(got, want) {
 		t.Errorf("dropped %d, kept %v; want 1 and %v", n, got, want)
+	}
+}
+
+// A sparse file is refused rather than copied out with its holes filled:
+// sparseUpper's 1 TiB comes from 3 KiB of input.
+func TestConvertRefusesSparse(t *testing.T) {
+	_, err := Convert(bytes.NewReader(sparseUpper()), io.Discard, Options{})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("err = %v, want invalid argument", err)
 	}
 }

@@ -233,17 +233,28 @@ const (
 	ratioSlack = 1 << 20
 )
 
+// countingReader counts the bytes read from the source and remembers its
+// first failure other than io.EOF.
 type countingReader struct {
-	r io.Reader
-	n int64
+	r   io.Reader
+	n   int64
+	err error
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }
 
+// ratioReader reads the decompressed stream. It refuses a gzip bomb, and
+// marks the decompressor's own failures (a corrupt or cut stream) as
+// invalid input, as tarx does for a plain tar; a failure of the source
+// underneath passes through as it is, so that a network error is not
+// reported as a malformed layer.
 type ratioReader struct {
 	r   io.Reader
 	src *countingReader
@@ -255,6 +266,9 @@ func (r *ratioReader) Read(p []byte) (int, error) {
 	r.out += int64(n)
 	if r.out > r.src.n*maxRatio+ratioSlack {
 		return n, errdefs.Invalid("layer", "gzip data expands more than %d times", maxRatio)
+	}
+	if err != nil && err != io.EOF && r.src.err == nil {
+		return n, errdefs.Invalid("layer", "bad gzip stream: %v", err)
 	}
 	return n, err
 }

@@ -99,22 +99,36 @@ func TestAddLayerExpectedDigestSkipsWork(t *testing.T) {
 	}
 }
 
+// A failed extraction leaves nothing behind, and says whose fault it was:
+// a malformed layer (plain or gzip) is invalid, a failing source is not.
 func TestAddLayerFailedExtractionLeavesNothing(t *testing.T) {
 	raw := makeTar(t, entry{"a", "1"}, entry{"b", "some more content"})
+	gz := gzipped(t, raw)
+	badCRC := bytes.Clone(gz)
+	badCRC[len(badCRC)-8] ^= 0xff // the trailer's CRC-32
 	tests := []struct {
-		name string
-		r    io.Reader
+		name    string
+		r       io.Reader
+		invalid bool
 	}{
-		{"truncated", bytes.NewReader(raw[:1024+512+5])},
-		{"escape", bytes.NewReader(makeTar(t, entry{"ok", "1"}, entry{"../../escape", "x"}))},
-		{"reader error", io.MultiReader(bytes.NewReader(raw[:1024]), failingReader{})},
-		{"bad gzip", bytes.NewReader([]byte{0x1f, 0x8b, 0, 0, 0})},
+		{"truncated", bytes.NewReader(raw[:1024+512+5]), true},
+		{"escape", bytes.NewReader(makeTar(t, entry{"ok", "1"}, entry{"../../escape", "x"})), true},
+		{"reader error", io.MultiReader(bytes.NewReader(raw[:1024]), failingReader{}), false},
+		{"bad gzip", bytes.NewReader([]byte{0x1f, 0x8b, 0, 0, 0}), true},
+		{"gzip checksum", bytes.NewReader(badCRC), true},
+		{"gzip cut short", bytes.NewReader(gz[:len(gz)/2]), true},
+		{"gzip trailing garbage", bytes.NewReader(append(bytes.Clone(gz), "garbage"...)), true},
+		{"reader error under gzip", io.MultiReader(bytes.NewReader(gz[:len(gz)/2]), failingReader{}), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)
-			if _, err := s.AddLayer(context.Background(), tt.r, ""); err == nil {
+			_, err := s.AddLayer(context.Background(), tt.r, "")
+			if err == nil {
 				t.Fatal("AddLayer succeeded")
+			}
+			if errors.Is(err, errdefs.ErrInvalidArgument) != tt.invalid {
+				t.Errorf("err = %v (%s); want invalid argument: %v", err, errdefs.Code(err), tt.invalid)
 			}
 			if n := names(t, s.path("layers", "sha256")); len(n) != 0 {
 				t.Fatalf("layers: %v", n)
