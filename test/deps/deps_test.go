@@ -43,8 +43,9 @@ var allowed = map[string][]string{
 	"corral/internal/image/overlaytar": {"corral/internal/errdefs"},
 	"corral/internal/image/store": {"corral/internal/cleanup", "corral/internal/errdefs", "corral/internal/ids", "corral/internal/image/tarx",
 		"corral/internal/keylimit", "corral/internal/mountinfo"},
-	"corral/internal/image/tarx": {"corral/internal/errdefs"},
-	"corral/internal/keylimit":   {},
+	"corral/internal/image/tarx":    {"corral/internal/errdefs"},
+	"corral/internal/image/tartest": {},
+	"corral/internal/keylimit":      {},
 	"corral/internal/manager": {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/ids",
 		"corral/internal/image/oci", "corral/internal/image/overlaytar", "corral/internal/image/store", "corral/internal/manager/handle",
 		"corral/internal/netpolicy", "corral/internal/netpolicy/policy", "corral/internal/records", "corral/internal/runtime", "corral/internal/sandbox"},
@@ -144,15 +145,16 @@ func TestImportsAllowed(t *testing.T) {
 	}
 }
 
-// inprocOnlyInTests: the test runtime, which isolates nothing, is never
-// part of the binary.
+// TestTestRuntimeNotInTheBinary: the test runtime (which isolates
+// nothing), the conformance suite and the hand-made tars are never part of
+// the binary.
 func TestTestRuntimeNotInTheBinary(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "corral/cmd/corral").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if dep == "corral/internal/runtime/inproc" || dep == "corral/internal/runtime/runtimetest" {
+		if dep == "corral/internal/runtime/inproc" || dep == "corral/internal/runtime/runtimetest" || dep == "corral/internal/image/tartest" {
 			t.Errorf("the corral binary depends on %s", dep)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -23,6 +22,7 @@ import (
 
 	"corral/internal/errdefs"
 	"corral/internal/image/store"
+	"corral/internal/image/tartest"
 )
 
 // FuzzImport imports arbitrary bytes as an archive file into a fresh store.
@@ -38,7 +38,7 @@ func FuzzImport(f *testing.F) {
 	}
 	log := slog.New(slog.DiscardHandler)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		data = fixChecksums(data)
+		data = tartest.FixChecksums(data)
 		base := t.TempDir()
 		archive := filepath.Join(base, "archive.tar")
 		if err := os.WriteFile(archive, data, 0o600); err != nil {
@@ -126,27 +126,6 @@ func seedTar(f *testing.F, kv ...string) []byte {
 		f.Fatal(err)
 	}
 	return buf.Bytes()
-}
-
-// fixChecksums returns b with the checksum of every 512-byte block that
-// carries the ustar magic recomputed, so that a mutated header field
-// reaches the import instead of failing archive/tar's checksum test. (A
-// data block with the magic in it changes too, which does no harm.)
-func fixChecksums(b []byte) []byte {
-	b = slices.Clone(b)
-	for off := 0; off+512 <= len(b); off += 512 {
-		blk := b[off : off+512]
-		if string(blk[257:262]) != "ustar" {
-			continue
-		}
-		copy(blk[148:156], "        ")
-		sum := 0
-		for _, c := range blk {
-			sum += int(c)
-		}
-		copy(blk[148:156], fmt.Sprintf("%06o\x00 ", sum))
-	}
-	return b
 }
 
 // treeOutside describes everything under base except store/: each path,

@@ -3,6 +3,7 @@ package overlaytar
 import (
 	"archive/tar"
 	"bytes"
+	"corral/internal/image/tartest"
 	"errors"
 	"fmt"
 	"io"
@@ -39,10 +40,10 @@ func FuzzConvert(f *testing.F) {
 	f.Add(full[:1024])
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte("not a tar "), 60))
-	f.Add(slices.Concat(rawEntry(tar.TypeXGlobalHeader, "g", paxRecords("path", "../x")), full))
+	f.Add(slices.Concat(tartest.Entry(tar.TypeXGlobalHeader, "g", tartest.PAXRecords("path", "../x")), full))
 	f.Add(sparseUpper())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		data = fixChecksums(data)
+		data = tartest.FixChecksums(data)
 		// Each input header (512 bytes or more) becomes at most two
 		// entries of at most three blocks each; file data is copied once.
 		out := &cappedBuffer{max: 8*int64(len(data)) + 4096}
@@ -127,67 +128,4 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 
 // sparseUpper is a tar of one GNU sparse file (PAX format 0.1) that says
 // it holds 1 TiB in its one data byte.
-func sparseUpper() []byte {
-	return slices.Concat(
-		rawEntry(tar.TypeXHeader, "PaxHeaders/big", paxRecords("GNU.sparse.size", "1099511627776", "GNU.sparse.numblocks", "1", "GNU.sparse.map", "0,1")),
-		rawEntry(tar.TypeReg, "big", []byte("x")),
-		make([]byte, 1024))
-}
-
-// rawEntry is a USTAR header block and its padded body, built by hand for
-// what tar.Writer refuses to write (extended headers, sparse maps).
-func rawEntry(typ byte, name string, body []byte) []byte {
-	blk := make([]byte, 512)
-	copy(blk[0:100], name)
-	copy(blk[100:108], "0000644\x00")
-	copy(blk[108:116], "0000000\x00")
-	copy(blk[116:124], "0000000\x00")
-	copy(blk[124:136], fmt.Sprintf("%011o\x00", len(body)))
-	copy(blk[136:148], "00000000000\x00")
-	blk[156] = typ
-	copy(blk[257:265], "ustar\x0000")
-	setChecksum(blk)
-	padded := make([]byte, (len(body)+511)/512*512)
-	copy(padded, body)
-	return append(blk, padded...)
-}
-
-// fixChecksums returns b with the checksum of every 512-byte block that
-// carries the ustar magic recomputed, so that a mutated header field
-// reaches Convert instead of failing archive/tar's checksum test. (A data
-// block with the magic in it changes too, which does no harm.)
-func fixChecksums(b []byte) []byte {
-	b = slices.Clone(b)
-	for off := 0; off+512 <= len(b); off += 512 {
-		if blk := b[off : off+512]; string(blk[257:262]) == "ustar" {
-			setChecksum(blk)
-		}
-	}
-	return b
-}
-
-// setChecksum writes the checksum of the header block blk: the sum of its
-// bytes with the checksum field read as spaces, in octal.
-func setChecksum(blk []byte) {
-	copy(blk[148:156], "        ")
-	sum := 0
-	for _, c := range blk {
-		sum += int(c)
-	}
-	copy(blk[148:156], fmt.Sprintf("%06o\x00 ", sum))
-}
-
-// paxRecords encodes key, value pairs as PAX extended header records
-// ("<len> key=value\n", where len counts the whole record).
-func paxRecords(kv ...string) []byte {
-	var b []byte
-	for i := 0; i+1 < len(kv); i += 2 {
-		rec := " " + kv[i] + "=" + kv[i+1] + "\n"
-		n := len(rec) + 1
-		for len(fmt.Sprint(n))+len(rec) != n {
-			n++
-		}
-		b = fmt.Appendf(b, "%d%s", n, rec)
-	}
-	return b
-}
+func sparseUpper() []byte { return tartest.Sparse("big", 1<<40) }

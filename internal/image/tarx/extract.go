@@ -92,6 +92,12 @@ func (x *extractor) entry(ctx context.Context, tr *tar.Reader, hdr *tar.Header) 
 	default:
 		return refuse(hdr.Name, "unsupported entry type %q", hdr.Typeflag)
 	}
+	if isSparse(hdr) {
+		// archive/tar reads a GNU sparse file as a regular file of its
+		// full size, zeros in the holes: a few bytes of layer could stand
+		// for gigabytes of disk that no compression ratio check sees.
+		return refuse(hdr.Name, "sparse files are not allowed in a layer")
+	}
 	if hdr.Uid < 0 || hdr.Uid > maxID || hdr.Gid < 0 || hdr.Gid > maxID {
 		return refuse(hdr.Name, "owner %d:%d out of range", hdr.Uid, hdr.Gid)
 	}
@@ -405,4 +411,15 @@ func (x *extractor) finishDir(pfd int, base string, m dirMeta) error {
 		return err
 	}
 	return x.times(pfd, base, m.atime, m.mtime)
+}
+
+// isSparse reports whether hdr is a GNU sparse file in one of the PAX
+// forms (the old GNU form has a type of its own, refused above).
+func isSparse(hdr *tar.Header) bool {
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"corral/internal/errdefs"
+	"corral/internal/image/tartest"
 
 	"golang.org/x/sys/unix"
 )
@@ -459,5 +460,18 @@ func TestCleanName(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("cleanName(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+// A GNU sparse file, which 3 KiB of layer can make into any size on disk,
+// is refused before anything is written.
+func TestSparseRefused(t *testing.T) {
+	dst := t.TempDir()
+	_, err := Extract(context.Background(), bytes.NewReader(tartest.Sparse("big", 32<<20)), dst, Limits{})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "sparse") {
+		t.Fatalf("a sparse file: %v, want invalid argument naming it", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "big")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the sparse file was written: %v", err)
 	}
 }
