@@ -16,8 +16,11 @@ import (
 	"corral/internal/runtime"
 )
 
-// dialRetry is how often Dial retries while the agent is not listening yet.
-const dialRetry = 5 * time.Millisecond
+// dialRetry is how often Dial retries while the agent is not listening yet:
+// a new sandbox's agent is up a few milliseconds after runsc returns, and
+// each retry is one failed open(2), so short costs nothing and saves a
+// create up to the interval.
+const dialRetry = time.Millisecond
 
 // Dial connects to the agent's unix socket <dir>/chan/agent.sock, retrying
 // until the agent listens or ctx is done. Errors wrap errdefs.ErrUnavailable.
