@@ -21,6 +21,10 @@ const poolTag = "corral.pool"
 // refillDelay spaces the pool's retries after a failed create.
 const refillDelay = 5 * time.Second
 
+// claimTimeout bounds one claim (a policy change, a record write, the
+// entrypoint's start).
+const claimTimeout = 30 * time.Second
+
 // yieldPoll is how often a refill waiting for foreground creates to finish
 // looks again.
 const yieldPoll = 20 * time.Millisecond
@@ -144,8 +148,14 @@ func (m *Manager) claimFromPool(ctx context.Context, spec sandbox.Spec) (*sandbo
 			return nil, false, nil
 		}
 		rec, ok, err := m.claim(ctx, h, spec)
-		if ok || err != nil {
-			return rec, ok, err
+		if ok {
+			return rec, true, nil
+		}
+		// Not usable (it died waiting) or half claimed (a failed policy
+		// change or record write): it goes; the next one is tried.
+		m.terminateAsync(h.ID(), sandbox.EndTerminated, nil)
+		if err != nil {
+			m.log.Warn("warm pool: claiming a sandbox failed", "sandbox", h.ID(), "err", err)
 		}
 	}
 }
@@ -228,9 +238,14 @@ func (m *Manager) createPooled(p *warmPool) (*handle.Handle, error) {
 }
 
 // claim hands the pooled sandbox h to a create of spec; false when h can
-// no longer be used (the caller takes another or starts one cold).
+// no longer be used, with the error if the claim failed halfway (the
+// caller removes it and takes another, or starts one cold).
 func (m *Manager) claim(ctx context.Context, h *handle.Handle, spec sandbox.Spec) (*sandbox.Sandbox, bool, error) {
 	t0 := time.Now()
+	// A caller that goes away mid-claim must not leave the sandbox half
+	// claimed: the claim finishes (it is quick) whatever the caller does.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
 	h.Lock()
 	defer h.Unlock()
 	pooled := h.Record()
