@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Run Corral's tests: installs what is missing (as scripts/setup.sh does,
-# without starting a daemon), then vets and runs every test. As root the
-# integration tests create real gVisor sandboxes; without root they skip
-# with a reason. Extra arguments go to `go test` (e.g. -run TestE2E).
+# without starting a daemon), then vets, lints (staticcheck at the version
+# go.mod pins, checks as staticcheck.conf says) and runs every test. As
+# root the integration tests create real gVisor sandboxes; without root
+# they skip with a reason. Extra arguments go to `go test` (e.g. -run
+# TestE2E).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STATE=${CORRAL_STATE_DIR:-/var/lib/corral}
@@ -16,4 +18,5 @@ if [ "$(id -u)" = 0 ]; then
 fi
 test -z "$(gofmt -l $(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $(git ls-files '*.go'); exit 1; }
 go vet ./...
+go tool staticcheck ./...
 go test -count=1 -timeout 75m "$@" ./...

@@ -26,8 +26,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"corral/internal/agentapi"
 )
 
@@ -77,9 +75,9 @@ type Server struct {
 	procs   *table
 	reaper  *reaper
 	started time.Time
-	h2      *http2.Server
-	base    *http.Server
-	handler http.Handler
+	// http serves each connection ServeConn is given (Serve on a
+	// connListener): HTTP/2 with prior knowledge only.
+	http *http.Server
 }
 
 // New returns a Server. It starts the process-wide child reaper, which waits
@@ -106,18 +104,21 @@ func New(cfg Config) *Server {
 		procs:   newTable(),
 		reaper:  startReaper(),
 		started: time.Now(),
-		h2: &http2.Server{
-			MaxReadFrameSize:             maxFrameSize,
-			MaxConcurrentStreams:         maxConcurrentStreams,
-			MaxUploadBufferPerStream:     streamRecvWindow,
-			MaxUploadBufferPerConnection: connRecvWindow,
-		},
 	}
-	s.handler = s.routes()
-	s.base = &http.Server{
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	s.http = &http.Server{
+		Handler:        s.routes(),
+		Protocols:      &h2c,
 		MaxHeaderBytes: maxHeaderBytes,
-		Handler:        s.handler,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		HTTP2: &http.HTTP2Config{
+			MaxReadFrameSize:              maxFrameSize,
+			MaxConcurrentStreams:          maxConcurrentStreams,
+			MaxReceiveBufferPerStream:     streamRecvWindow,
+			MaxReceiveBufferPerConnection: connRecvWindow,
+		},
+		BaseContext: func(l net.Listener) context.Context { return l.(*connListener).ctx },
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return s
 }
@@ -158,16 +159,60 @@ func (s *Server) ServeConn(ctx context.Context, conn net.Conn) {
 	ctx, end := context.WithCancel(ctx)
 	defer end()
 	ctx = context.WithValue(ctx, endSessionKey{}, end)
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	l := newConnListener(ctx, conn)
+	stop := context.AfterFunc(ctx, func() { l.conn.Close() })
 	defer stop()
-	defer conn.Close()
+	defer l.conn.Close()
 	s.log.Debug("connection opened", "op", "serve")
-	s.h2.ServeConn(conn, &http2.ServeConnOpts{
-		Context:    ctx,
-		BaseConfig: s.base,
-		Handler:    s.handler,
-	})
+	if err := s.http.Serve(l); !errors.Is(err, net.ErrClosed) {
+		s.log.Warn("serving a connection failed", "op", "serve", "err", err)
+	}
 	s.log.Debug("connection closed", "op", "serve")
+}
+
+// connListener hands http.Server.Serve the one connection ServeConn was
+// given, then blocks until that connection is closed, so that Serve
+// returns when its only connection is done. ctx is the connection's base
+// context (with its endSessionKey).
+type connListener struct {
+	ctx    context.Context
+	conn   *closeNotifyConn
+	handed sync.Once
+}
+
+func newConnListener(ctx context.Context, conn net.Conn) *connListener {
+	return &connListener{ctx: ctx, conn: &closeNotifyConn{Conn: conn, closed: make(chan struct{})}}
+}
+
+// Accept returns the connection the first time, then net.ErrClosed once
+// the connection is closed.
+func (l *connListener) Accept() (net.Conn, error) {
+	var first bool
+	l.handed.Do(func() { first = true })
+	if first {
+		return l.conn, nil
+	}
+	<-l.conn.closed
+	return nil, net.ErrClosed
+}
+
+// Close does nothing: the connection is ServeConn's to close.
+func (l *connListener) Close() error { return nil }
+
+// Addr is the connection's local address.
+func (l *connListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// closeNotifyConn closes closed when it is first closed.
+type closeNotifyConn struct {
+	net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+// Close closes the connection and notes that it is closed.
+func (c *closeNotifyConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
 
 // Serve accepts connections on l until ctx ends (then it returns nil) or

@@ -25,13 +25,17 @@ import (
 
 // rawClient speaks HTTP/2 to the agent without agentapi, to send what the
 // real client never would.
-func rawClient(t *testing.T, env *testEnv) *http2.ClientConn {
+func rawClient(t *testing.T, env *testEnv) *http.ClientConn {
 	t.Helper()
-	conn, err := net.Dial("unix", env.sock)
-	if err != nil {
-		t.Fatal(err)
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{
+		Protocols: &h2c,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", env.sock)
+		},
 	}
-	cc, err := (&http2.Transport{AllowHTTP: true}).NewClientConn(conn)
+	cc, err := tr.NewClientConn(t.Context(), "http", "agent:80")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,5 +323,57 @@ func TestMainServes(t *testing.T) {
 	case <-c.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("client did not notice the agent stopping")
+	}
+}
+
+// TestTransportSettings: the agent advertises the bounds of
+// docs/AGENT_PROTOCOL.md ("Transport") in its first frames.
+func TestTransportSettings(t *testing.T) {
+	env := newEnv(t, t.TempDir())
+	conn, err := net.Dial("unix", env.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[http2.SettingID]uint32{}
+	var connWindow uint32 = 65535 // RFC 9113's initial window
+	for sawSettings, sawUpdate := false, false; !sawSettings || !sawUpdate; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the agent's first frames: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = f.ForeachSetting(func(s http2.Setting) error { got[s.ID] = s.Val; return nil })
+				sawSettings = true
+			}
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == 0 {
+				connWindow += f.Increment
+				sawUpdate = true
+			}
+		}
+	}
+	want := map[http2.SettingID]uint32{
+		http2.SettingMaxFrameSize:         maxFrameSize,
+		http2.SettingMaxConcurrentStreams: maxConcurrentStreams,
+		http2.SettingInitialWindowSize:    streamRecvWindow,
+	}
+	for id, v := range want {
+		if got[id] != v {
+			t.Errorf("%v = %d; want %d", id, got[id], v)
+		}
+	}
+	if connWindow < connRecvWindow { // the sum of the streams' windows
+		t.Errorf("connection window %d; want at least %d", connWindow, connRecvWindow)
 	}
 }

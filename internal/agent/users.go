@@ -61,7 +61,7 @@ func (s *Server) lookupUserPart(user string) (account, error) {
 	if uid, ok := parseID(user); ok {
 		for _, e := range entries {
 			if e.uid == uid {
-				return account{name: e.name, uid: uid, gid: e.gid, home: e.home}, nil
+				return account(e), nil
 			}
 		}
 		if uid == 0 {
@@ -71,7 +71,7 @@ func (s *Server) lookupUserPart(user string) (account, error) {
 	}
 	for _, e := range entries {
 		if e.name == user {
-			return account{name: e.name, uid: e.uid, gid: e.gid, home: e.home}, nil
+			return account(e), nil
 		}
 	}
 	if user == "root" {

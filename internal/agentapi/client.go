@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"corral/internal/errdefs"
 )
 
@@ -28,7 +26,7 @@ const maxResponseBody = 64 << 20
 // Client is the daemon's connection to one agent. It is safe for concurrent
 // use: every call is one HTTP/2 stream on the same connection.
 type Client struct {
-	cc           *http2.ClientConn
+	cc           *http.ClientConn
 	conn         *watchedConn
 	version      int
 	agentVersion string
@@ -40,12 +38,9 @@ type Client struct {
 // support. The Client owns conn from now on, even when NewClient fails.
 func NewClient(ctx context.Context, conn net.Conn) (*Client, error) {
 	wc := newWatchedConn(conn)
-	tr, err := newTransport()
-	if err != nil {
-		wc.Close()
-		return nil, err
-	}
-	cc, err := tr.NewClientConn(wc)
+	// The address dials nothing (newTransport's dial returns wc); it only
+	// has to parse.
+	cc, err := newTransport(wc).NewClientConn(ctx, "http", "agent:80")
 	if err != nil {
 		wc.Close()
 		return nil, fmt.Errorf("%w: agent: starting http/2: %v", errdefs.ErrUnavailable, err)
@@ -68,21 +63,38 @@ const (
 	connRecvWindow   = streamRecvWindow * maxStreams
 )
 
-func newTransport() (*http2.Transport, error) {
-	t1 := &http.Transport{HTTP2: &http.HTTP2Config{
-		MaxReceiveBufferPerStream:     streamRecvWindow,
-		MaxReceiveBufferPerConnection: connRecvWindow,
-	}}
-	tr, err := http2.ConfigureTransports(t1)
-	if err != nil {
-		return nil, fmt.Errorf("configuring http/2: %w", err)
+// Bounds the agent sets too (docs/AGENT_PROTOCOL.md, "Transport").
+const (
+	maxFrameSize   = 256 << 10
+	maxHeaderBytes = 64 << 10
+)
+
+// newTransport returns a transport whose one connection is conn: its
+// NewClientConn speaks HTTP/2 with prior knowledge over conn, and any
+// further dial fails.
+func newTransport(conn net.Conn) *http.Transport {
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	var dialed sync.Once
+	return &http.Transport{
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			var c net.Conn
+			dialed.Do(func() { c = conn })
+			if c == nil {
+				return nil, errors.New("the agent connection is already in use")
+			}
+			return c, nil
+		},
+		Protocols:              &h2c,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxHeaderBytes,
+		HTTP2: &http.HTTP2Config{
+			MaxReadFrameSize:              maxFrameSize,
+			StrictMaxConcurrentRequests:   true,
+			MaxReceiveBufferPerStream:     streamRecvWindow,
+			MaxReceiveBufferPerConnection: connRecvWindow,
+		},
 	}
-	tr.AllowHTTP = true
-	tr.DisableCompression = true
-	tr.MaxHeaderListSize = 64 << 10
-	tr.MaxReadFrameSize = 256 << 10
-	tr.StrictMaxConcurrentStreams = true
-	return tr, nil
 }
 
 func (c *Client) negotiate(ctx context.Context) error {

@@ -34,16 +34,15 @@ func fakeAgent(t *testing.T, handler http.Handler) (conn net.Conn, stop func()) 
 		t.Fatal(err)
 	}
 	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := l.Accept()
-		l.Close()
-		if err != nil {
-			close(accepted)
-			return
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: handler, Protocols: &h2c, ConnState: func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			accepted <- c
 		}
-		accepted <- c
-		(&http2.Server{}).ServeConn(c, &http2.ServeConnOpts{Handler: handler})
-	}()
+	}}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
 	conn, err = net.Dial("unix", filepath.Join(dir, "s"))
 	if err != nil {
 		t.Fatal(err)
@@ -299,5 +298,65 @@ func TestModeConversion(t *testing.T) {
 				t.Fatalf("FileMode = %v; want %v", got, tt.m)
 			}
 		})
+	}
+}
+
+// TestTransportSettings: the client advertises the bounds of
+// docs/AGENT_PROTOCOL.md ("Transport") in its first frames.
+func TestTransportSettings(t *testing.T) {
+	client, agent := net.Pipe()
+	defer agent.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewClient(ctx, client)
+		done <- err
+	}()
+	_ = agent.SetDeadline(time.Now().Add(10 * time.Second))
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(agent, preface); err != nil || string(preface) != http2.ClientPreface {
+		t.Fatalf("preface %q, %v", preface, err)
+	}
+	fr := http2.NewFramer(io.Discard, agent)
+	got := map[http2.SettingID]uint32{}
+	var connWindow uint32 = 65535 // RFC 9113's initial window
+	for sawSettings, sawUpdate := false, false; !sawSettings || !sawUpdate; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the client's first frames: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = f.ForeachSetting(func(s http2.Setting) error { got[s.ID] = s.Val; return nil })
+				sawSettings = true
+			}
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == 0 {
+				connWindow += f.Increment
+				sawUpdate = true
+			}
+		}
+	}
+	want := map[http2.SettingID]uint32{
+		http2.SettingMaxFrameSize:      maxFrameSize,
+		http2.SettingInitialWindowSize: streamRecvWindow,
+		http2.SettingEnablePush:        0,
+	}
+	for id, v := range want {
+		if got[id] != v {
+			t.Errorf("%v = %d; want %d", id, got[id], v)
+		}
+	}
+	if n := got[http2.SettingMaxHeaderListSize]; n < maxHeaderBytes || n > maxHeaderBytes+1<<10 {
+		t.Errorf("%v = %d; want about %d", http2.SettingMaxHeaderListSize, n, maxHeaderBytes)
+	}
+	if connWindow < connRecvWindow { // the sum of the streams' windows
+		t.Errorf("connection window %d; want at least %d", connWindow, connRecvWindow)
+	}
+	agent.Close()
+	if err := <-done; !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Errorf("NewClient on a dropped connection: %v; want unavailable", err)
 	}
 }

@@ -8,7 +8,8 @@
 // freeze an agent binary, so a type here never changes meaning within a
 // version: add fields, never repurpose them.
 //
-// This package imports only errdefs, the standard library and golang.org/x/net.
+// This package imports only errdefs and the standard library (its HTTP/2 is
+// net/http's own).
 package agentapi
 
 import "time"

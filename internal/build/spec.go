@@ -63,16 +63,6 @@ type step struct {
 	name string
 }
 
-// runsInSandbox reports whether the step changes files by running
-// something (copy brings its layer, env and user change no file).
-func (s step) runsInSandbox() bool {
-	switch s.kind {
-	case kindApt, kindPip, kindNpm, kindRun, kindWorkdir:
-		return true
-	}
-	return false
-}
-
 // plan is a validated spec.
 type plan struct {
 	spec        apiv1.BuildSpec

@@ -7,8 +7,10 @@ import (
 
 func TestLimiter(t *testing.T) {
 	l := &Limiter{Max: 2}
-	if !l.Acquire("a") || !l.Acquire("a") {
-		t.Fatal("two slots of a refused")
+	for i := range 2 {
+		if !l.Acquire("a") {
+			t.Fatalf("slot %d of a refused", i+1)
+		}
 	}
 	if l.Acquire("a") {
 		t.Fatal("a third slot of a admitted")

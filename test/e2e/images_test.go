@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"io"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -42,7 +43,9 @@ func testImage(t testing.TB) v1.Image {
 			tw.Write(data)
 		}
 		tw.Close()
-		l, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -149,14 +149,19 @@ func (c *converter) entry(hdr *tar.Header) error {
 // xattrs; an opaque directory is followed by its marker.
 func (c *converter) copy(hdr *tar.Header, name string) error {
 	opaque := hdr.Typeflag == tar.TypeDir && hdr.PAXRecords[opaqueXattr] == "y"
-	out := *hdr
-	out.Name = name
+	// Every field but the xattrs: PAXRecords gets those kept below, and the
+	// deprecated Xattrs (which tar.Reader fills with the same records, and
+	// tar.Writer would write back) stays empty. Format is the writer's
+	// choice.
+	out := tar.Header{
+		Typeflag: hdr.Typeflag, Name: name, Linkname: hdr.Linkname, Size: hdr.Size, Mode: hdr.Mode,
+		Uid: hdr.Uid, Gid: hdr.Gid, Uname: hdr.Uname, Gname: hdr.Gname,
+		ModTime: hdr.ModTime, AccessTime: hdr.AccessTime, ChangeTime: hdr.ChangeTime,
+		Devmajor: hdr.Devmajor, Devminor: hdr.Devminor,
+	}
 	if hdr.Typeflag == tar.TypeDir {
 		out.Name += "/"
 	}
-	out.Format = tar.FormatUnknown
-	out.PAXRecords = nil
-	out.Xattrs = nil //nolint:staticcheck // cleared so that the deprecated field cannot carry one back
 	for k, v := range hdr.PAXRecords {
 		if strings.HasPrefix(k, paxXattr) && !strings.HasPrefix(k, paxXattr+"trusted.") {
 			if out.PAXRecords == nil {

@@ -135,18 +135,6 @@ func (q *qmp) waitMigration(ctx context.Context) error {
 	}
 }
 
-// status is query-status's run state ("running", "paused", "inmigrate"...).
-func (q *qmp) status() (string, error) {
-	raw, err := q.exec("query-status", nil)
-	if err != nil {
-		return "", err
-	}
-	var st struct {
-		Status string `json:"status"`
-	}
-	return st.Status, json.Unmarshal(raw, &st)
-}
-
 // waitDeviceDeleted waits for the DEVICE_DELETED event of device id.
 func (q *qmp) waitDeviceDeleted(id string, timeout time.Duration) error {
 	return q.waitEvent("DEVICE_DELETED", timeout, func(data json.RawMessage) bool {
@@ -154,18 +142,6 @@ func (q *qmp) waitDeviceDeleted(id string, timeout time.Duration) error {
 			Device string `json:"device"`
 		}
 		return json.Unmarshal(data, &d) == nil && d.Device == id
-	})
-}
-
-// waitPortOpen waits for the guest to open the virtio-serial port id
-// (QEMU's VSERPORT_CHANGE event).
-func (q *qmp) waitPortOpen(id string, timeout time.Duration) error {
-	return q.waitEvent("VSERPORT_CHANGE", timeout, func(data json.RawMessage) bool {
-		var d struct {
-			ID   string `json:"id"`
-			Open bool   `json:"open"`
-		}
-		return json.Unmarshal(data, &d) == nil && d.ID == id && d.Open
 	})
 }
 
