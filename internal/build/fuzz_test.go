@@ -105,7 +105,7 @@ func planDiff(p, q *plan) string {
 	pk, qk := baseKey("base"), baseKey("base")
 	for i := range p.steps {
 		a, b := p.steps[i], q.steps[i]
-		if a.kind != b.kind || a.name != b.name || a.runsInSandbox() != b.runsInSandbox() {
+		if a.kind != b.kind || a.name != b.name {
 			return "steps"
 		}
 		if pk, qk = chainKey(pk, a.canon), chainKey(qk, b.canon); pk != qk {
