@@ -40,3 +40,22 @@ func TestRebuildManySandboxes(t *testing.T) {
 	}
 	// The cleanup's Teardown detaches all of them and checks for leftovers.
 }
+
+// TestDetachHalfRemoved: Detach removes a slot some of whose objects are
+// already gone (the by-name removal fails; what is left is found and
+// removed).
+func TestDetachHalfRemoved(t *testing.T) {
+	e := newTestEnv(t, nil)
+	s := e.attach("sb-half", policy.Policy{})
+	s.close()
+	st := e.net.slots[s.ID]
+	c, err := newConn()
+	must(t, err)
+	r := e.net.refs()
+	must(t, c.SetDeleteElements(r.natLinks, []nftables.SetElement{{Key: ifname(st.HostLink)}}))
+	must(t, c.Flush())
+	if err := e.net.Detach(context.Background(), s.ID); err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	e.checkNoLeftovers(false)
+}
