@@ -9,7 +9,9 @@
 #     when its recipe changes);
 #   - QEMU (Debian's qemu-system-x86) and the vm runtime's guest kernel: the
 #     Debian cloud kernel unpacked into $STATE/vm/kernel/<release>, with
-#     $STATE/vm/kernel/current pointing at it.
+#     $STATE/vm/kernel/current pointing at it;
+#   - host limits that bound how many sandboxes one daemon holds, raised
+#     (never lowered) and kept in /etc/sysctl.d/60-corral.conf.
 # Go must already be installed (/usr/local/go or on PATH).
 #
 # STATE is ${CORRAL_STATE_DIR:-/var/lib/corral}. CORRAL_DEBIAN_MIRROR
@@ -35,6 +37,15 @@ APT_PACKAGES=(mmdebstrap iproute2 nftables ca-certificates util-linux curl qemu-
 # The vm runtime's guest kernel: the Debian cloud kernel this metapackage
 # depends on when it is first installed (the stamp keeps it until removed).
 KERNEL_META=linux-image-cloud-amd64
+
+# Host limits for density (docs/BENCHMARKS.md, Density). pid_max counts
+# threads, and an idle gVisor sandbox is about 26 of them (sandbox, gofer,
+# systrap stubs: 20,564 on the host with 800 held), so the kernel's default
+# of 32768 stops runsc from starting one at about 1,200. Every sandbox that
+# sends a packet holds a neighbour entry on its veth, and the default hard
+# limit of the host's table (gc_thresh3) is 1024 entries.
+SYSCTLS=(kernel.pid_max=4194304 net.ipv4.neigh.default.gc_thresh2=16384 net.ipv4.neigh.default.gc_thresh3=32768)
+SYSCTL_CONF=/etc/sysctl.d/60-corral.conf
 
 STATE=${CORRAL_STATE_DIR:-/var/lib/corral}
 
@@ -192,7 +203,32 @@ install_kernel() {
 	say "installed $dir ($(du -sh "$dir" | cut -f1))"
 }
 
+# raise_host_limits raises each of SYSCTLS that is lower now, and records
+# them all in SYSCTL_CONF so that a reboot keeps them.
+raise_host_limits() {
+	local kv key want have conf=""
+	for kv in "${SYSCTLS[@]}"; do
+		key=${kv%%=*} want=${kv#*=}
+		have=$(sysctl -n "$key" 2>/dev/null) || continue
+		if ((have < want)); then
+			say "raising $key from $have to $want"
+			sysctl -qw "$key=$want"
+		else
+			want=$have # a reboot must not lower it either
+		fi
+		conf+="$key = $want"$'\n'
+	done
+	[[ -n $conf ]] || return 0
+	conf="# Written by corral scripts/deps.sh: host limits for many sandboxes."$'\n'"$conf"
+	if [[ $(cat "$SYSCTL_CONF" 2>/dev/null) != "${conf%$'\n'}" ]]; then
+		mkdir -p "$(dirname "$SYSCTL_CONF")"
+		printf '%s' "$conf" >"$SYSCTL_CONF.tmp"
+		mv "$SYSCTL_CONF.tmp" "$SYSCTL_CONF"
+	fi
+}
+
 install_packages
 install_runsc
 install_rootfs
 install_kernel
+raise_host_limits

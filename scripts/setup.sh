@@ -20,16 +20,19 @@ mv /usr/local/bin/corral.new /usr/local/bin/corral
 if [ -f "$STATE/daemon.pid" ] && kill -0 "$(cat "$STATE/daemon.pid")" 2>/dev/null; then
 	echo "stopping the running daemon"
 	kill "$(cat "$STATE/daemon.pid")"
-	for _ in $(seq 50); do kill -0 "$(cat "$STATE/daemon.pid")" 2>/dev/null || break; sleep 0.1; done
+	for _ in $(seq 600); do kill -0 "$(cat "$STATE/daemon.pid")" 2>/dev/null || break; sleep 0.1; done
 fi
 nohup /usr/local/bin/corral serve --state-dir "$STATE" --listen "$LISTEN" >>"$LOG" 2>&1 </dev/null &
 echo $! >"$STATE/daemon.pid"
-for _ in $(seq 100); do
+# Before it serves, a daemon adopts every sandbox still running (one at a
+# time: 499 took 22 s here), so wait as long as it lives, up to 10 minutes.
+for i in $(seq 6000); do
 	if curl -fsS "http://$LISTEN/v1/health" >/dev/null 2>&1; then
 		echo "corral daemon running at http://$LISTEN (token: $STATE/token, log: $LOG)"
 		exit 0
 	fi
 	kill -0 "$(cat "$STATE/daemon.pid")" 2>/dev/null || break
+	((i != 100)) || echo "corral daemon still starting (adopting the sandboxes that kept running)"
 	sleep 0.1
 done
 echo "corral daemon failed to start; last log lines:" >&2

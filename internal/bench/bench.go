@@ -1,7 +1,8 @@
 // Package bench measures Corral against raw runsc (and vm sandboxes against a
 // raw QEMU boot of the same kernel, initramfs and disks), side by side in one run:
 // time to interactive (create to the first output of echo), exec round trip,
-// and file throughput. It drives a running daemon through the Go SDK and
+// and file throughput; and density (how many idle sandboxes one daemon
+// holds, each answering an exec, at what host memory each). It drives a running daemon through the Go SDK and
 // runsc directly with an equivalent OCI bundle (same root filesystem, same
 // private overlay layer, no network, same mounts).
 package bench
@@ -40,6 +41,9 @@ type Config struct {
 	// CLI measures only `corral run -- true` through the CLI beside
 	// `runsc do /bin/true`.
 	CLI bool
+	// Density, when its N is set, measures only how many idle sandboxes
+	// the daemon holds at once (density.go).
+	Density DensityConfig
 }
 
 // Result is one measured figure.
@@ -61,6 +65,9 @@ func (r Result) Percentile(p float64) time.Duration {
 
 // Run measures everything and writes a report to out.
 func Run(ctx context.Context, c *corral.Client, cfg Config, out io.Writer) error {
+	if cfg.Density.N > 0 {
+		return runDensity(ctx, c, cfg, out)
+	}
 	if cfg.Template {
 		if cfg.Runtime == "" {
 			cfg.Runtime = "gvisor"

@@ -207,6 +207,23 @@ func (n *Network) DenialCounts(id string) (map[string]uint64, error) {
 	return out, nil
 }
 
+// installed is the inventory of a slot as addSandbox makes it.
+func (n *Network) installed(s *slotState) sbInventory {
+	o, t := sbNames(s.Index), n.table()
+	inv := sbInventory{
+		elements: map[string]bool{natLinksMap: true, inLinksMap: true, fwdLinksMap: true},
+		chains:   []string{o.nat, o.in, o.fwd},
+		sets:     []string{o.allow, o.resolved},
+	}
+	for _, reason := range DenialReasons {
+		inv.objects = append(inv.objects, &nftables.NamedObj{Table: t, Name: o.counter(reason), Type: nftables.ObjTypeCounter})
+	}
+	if n.cfg.Decide != nil {
+		inv.objects = append(inv.objects, &nftables.NamedObj{Table: t, Name: o.limit, Type: nftables.ObjTypeLimit})
+	}
+	return inv
+}
+
 // sbInventory is which of a slot's nftables objects exist.
 type sbInventory struct {
 	elements     map[string]bool // map name -> has the link

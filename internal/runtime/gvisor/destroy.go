@@ -54,10 +54,18 @@ func (r *Runtime) destroy(ctx context.Context, ref runtime.Ref) error {
 // host (processes, cgroup, runsc's state, mounts under ref.Dir), leaving
 // ref.Dir's files: Destroy then removes them, Pause keeps them for Resume.
 func (r *Runtime) halt(ctx context.Context, ref runtime.Ref) []error {
-	bundle := filepath.Join(ref.Dir, bundleDirName)
-	// Note the processes before runsc forgets them.
-	procs := r.stateProcs(ref.ID)
-	procs = append(procs, bundleProcs(bundle)...)
+	// Note the processes before runsc forgets them. When runsc's state
+	// names the sandbox and gofer processes, everything else of the
+	// sandbox is in its cgroup, which cgroups.Remove empties; only a
+	// create that stopped half-way (no state, or a partial one) may have
+	// left processes elsewhere, which a scan of the host finds. Scanning
+	// every time made each Destroy cost time in proportion to the
+	// sandboxes on the host.
+	procs, complete := r.stateProcs(ref.ID)
+	scan := !complete
+	if scan {
+		procs = append(procs, bundleProcs(filepath.Join(ref.Dir, bundleDirName))...)
+	}
 
 	var errs []error
 	known, err := r.known(ref.ID)
@@ -71,7 +79,7 @@ func (r *Runtime) halt(ctx context.Context, ref runtime.Ref) []error {
 			r.log.Warn("runsc delete failed; cleaning up by hand", "sandbox", ref.ID, "op", "destroy", "err", err)
 		}
 	}
-	reapErr := r.reap(ctx, ref, procs)
+	reapErr := r.reap(ctx, ref, procs, scan)
 	cctx, cancel := context.WithTimeout(ctx, cgroupTimeout)
 	cgErr := cgroups.Remove(cctx, r.cgroup(ref.ID))
 	cancel()
@@ -83,16 +91,19 @@ func (r *Runtime) halt(ctx context.Context, ref runtime.Ref) []error {
 	return append(errs, unmountUnder(ref.Dir))
 }
 
-// reap waits for procs to exit, kills the ones that outlive exitGrace, and
-// kills anything else still running from the sandbox's bundle.
-func (r *Runtime) reap(ctx context.Context, ref runtime.Ref, procs []proc) error {
+// reap waits for procs to exit, kills the ones that outlive exitGrace,
+// and, when scan, kills anything else still running from the sandbox's
+// bundle.
+func (r *Runtime) reap(ctx context.Context, ref runtime.Ref, procs []proc, scan bool) error {
 	ctx, cancel := context.WithTimeout(ctx, exitGrace)
 	defer cancel()
 	left := waitGone(ctx, procs)
 	if len(left) > 0 {
 		r.log.Warn("sandbox processes outlived runsc; killing them", "sandbox", ref.ID, "op", "destroy", "pids", pidsOf(left))
 	}
-	left = append(left, bundleProcs(filepath.Join(ref.Dir, bundleDirName))...)
+	if scan {
+		left = append(left, bundleProcs(filepath.Join(ref.Dir, bundleDirName))...)
+	}
 	for _, p := range left {
 		p.kill()
 	}

@@ -193,9 +193,9 @@ func TestDestroyLeavesNothing(t *testing.T) {
 	before := snapshot(t)
 	ref := start(t, r, runtime.Resources{MemoryLimitMB: 256, PidsLimit: 500, CPULimitMilli: 1000})
 	sh(t, r, ref, "sleep 1000 >/dev/null 2>&1 & echo started")
-	procs := r.stateProcs(ref.ID)
-	if len(procs) != 2 {
-		t.Errorf("runsc state names %d running processes, want sandbox and gofer", len(procs))
+	procs, complete := r.stateProcs(ref.ID)
+	if len(procs) != 2 || !complete {
+		t.Errorf("runsc state names %d running processes (complete %v), want sandbox and gofer", len(procs), complete)
 	}
 	t0 := time.Now()
 	if err := r.Destroy(context.Background(), ref); err != nil {

@@ -86,34 +86,42 @@ type runscState struct {
 }
 
 // stateProcs returns the sandbox and gofer processes recorded in runsc's
-// state file for id, those that run now. It is best effort: the file format
-// is runsc's own, and bundleProcs finds the same processes another way.
-func (r *Runtime) stateProcs(id string) []proc {
+// state file for id, those that run now, and whether the file names both
+// (runsc create got past starting them, so they are in the sandbox's
+// cgroup). It is best effort: the file format is runsc's own, and
+// bundleProcs finds the same processes another way.
+func (r *Runtime) stateProcs(id string) (procs []proc, complete bool) {
 	b, err := os.ReadFile(filepath.Join(r.cfg.Root, id+"_sandbox:"+id+".state"))
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	var st runscState
 	if err := json.Unmarshal(b, &st); err != nil {
 		r.log.Debug("unreadable runsc state file", "sandbox", id, "err", err)
-		return nil
+		return nil, false
 	}
-	var procs []proc
 	pids := []int{st.GoferPid}
 	if st.Sandbox != nil {
 		pids = append(pids, st.Sandbox.Pid)
 	}
+	complete = len(pids) == 2
 	for _, pid := range pids {
-		if p, ok := lookupProc(pid); pid > 0 && ok {
+		if pid <= 0 {
+			complete = false
+			continue
+		}
+		if p, ok := lookupProc(pid); ok {
 			procs = append(procs, p)
 		}
 	}
-	return procs
+	return procs, complete
 }
 
 // bundleProcs returns every running process whose command line names
 // bundle: runsc's sandbox and gofer processes (and any runsc command still
-// working on the sandbox) carry --bundle=<bundle>.
+// working on the sandbox) carry --bundle=<bundle>. It reads the command
+// line of every process on the host, which takes time in proportion to the
+// sandboxes there (≈ 100 ms at 400: ≈ 6 processes each).
 func bundleProcs(bundle string) []proc {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
