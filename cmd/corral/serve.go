@@ -39,7 +39,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.VMKernel, "vm-kernel", "", "guest kernel of the vm runtime: vmlinuz and lib/modules (default <state-dir>/vm/kernel/current)")
 	f.StringVar(&cfg.QEMUPath, "qemu", "", "qemu-system-x86_64 binary of the vm runtime (default: on PATH)")
 	f.StringVar(&cfg.VMAccel, "vm-accel", "", "vm accelerator: kvm or tcg (default: kvm where /dev/kvm runs ordinary guests, else tcg)")
-	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 64, "maximum live sandboxes")
+	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 0, "maximum live sandboxes; 0: as many idle ones as the machine's memory and thread limit hold (32 MiB and 32 threads each), at least 64")
 	f.IntVar(&cfg.WarmPool, "warm-pool", daemon.AutoWarmPool,
 		fmt.Sprintf("sandboxes of the default spec (base image, gvisor, default resources) kept started for fast creates; -1: one per CPU, 1 to 8 (%d here); 0: none", daemon.AutoWarmPoolSize()))
 	f.Var(warmPoolsValue{&cfg.WarmPools}, "warm-pool-spec", "another warm pool (repeatable): size=N[,runtime=R][,image=I][,cpu=C][,memory_mb=M][,disk_mb=D]...")

@@ -42,6 +42,8 @@ type Config struct {
 	VMKernel     string // default <state>/vm/kernel/current
 	QEMUPath     string // default: qemu-system-x86_64 on PATH
 	VMAccel      string // "kvm", "tcg" or "" (KVM where usable)
+	// MaxSandboxes bounds live sandboxes; 0 sizes it from the machine
+	// (AutoMaxSandboxes).
 	MaxSandboxes int
 	// WarmPool is how many started sandboxes of the default spec are kept
 	// ready: AutoWarmPool (negative) sizes it from the machine, 0 turns it
@@ -146,6 +148,14 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.VMKernel == "" {
 		cfg.VMKernel = filepath.Join(cfg.StateDir, "vm", "kernel", "current")
+	}
+	if cfg.MaxSandboxes <= 0 {
+		n, err := AutoMaxSandboxes()
+		if err != nil {
+			return fmt.Errorf("sizing --max-sandboxes from the machine: %w", err)
+		}
+		cfg.MaxSandboxes = n
+		cfg.Logger.Info("live sandboxes bounded by the machine", "op", "init", "max_sandboxes", n)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"corral/internal/agentapi"
@@ -13,6 +14,9 @@ import (
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
 )
+
+// reconcileWorkers bounds the sandboxes reconciled at once after a start.
+const reconcileWorkers = 8
 
 // reconcile makes the records and the host agree after a start: every
 // sandbox the records say is live is either adopted (it still runs and its
@@ -27,8 +31,27 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	known := map[string]bool{}
 	for _, sb := range recs {
 		known[sb.ID] = true
-		m.reconcileOne(ctx, sb)
 	}
+	// Each sandbox is reconciled under its own lock and independently of
+	// the others (a reconnect, an agent handshake, or a teardown), so a few
+	// at a time: a daemon restarted over 500 sandboxes took 20 s one by
+	// one, its API down meanwhile.
+	work := make(chan *sandbox.Sandbox)
+	var wg sync.WaitGroup
+	for range min(reconcileWorkers, len(recs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sb := range work {
+				m.reconcileOne(ctx, sb)
+			}
+		}()
+	}
+	for _, sb := range recs {
+		work <- sb
+	}
+	close(work)
+	wg.Wait()
 	snaps, err := m.records.ListSnapshots(ctx)
 	if err != nil {
 		return err
