@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral/internal/agentapi"
+	"corral/internal/agentapi/wiretest"
 	"corral/internal/errdefs"
 )
 
@@ -343,26 +344,7 @@ func TestTransportSettings(t *testing.T) {
 	if err := fr.WriteSettings(); err != nil {
 		t.Fatal(err)
 	}
-	got := map[http2.SettingID]uint32{}
-	var connWindow uint32 = 65535 // RFC 9113's initial window
-	for sawSettings, sawUpdate := false, false; !sawSettings || !sawUpdate; {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("reading the agent's first frames: %v", err)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				_ = f.ForeachSetting(func(s http2.Setting) error { got[s.ID] = s.Val; return nil })
-				sawSettings = true
-			}
-		case *http2.WindowUpdateFrame:
-			if f.StreamID == 0 {
-				connWindow += f.Increment
-				sawUpdate = true
-			}
-		}
-	}
+	got, connWindow := wiretest.FirstFrames(t, fr)
 	want := map[http2.SettingID]uint32{
 		http2.SettingMaxFrameSize:         maxFrameSize,
 		http2.SettingMaxConcurrentStreams: maxConcurrentStreams,

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"corral/internal/agentapi/wiretest"
 	"corral/internal/errdefs"
 )
 
@@ -319,26 +320,7 @@ func TestTransportSettings(t *testing.T) {
 		t.Fatalf("preface %q, %v", preface, err)
 	}
 	fr := http2.NewFramer(io.Discard, agent)
-	got := map[http2.SettingID]uint32{}
-	var connWindow uint32 = 65535 // RFC 9113's initial window
-	for sawSettings, sawUpdate := false, false; !sawSettings || !sawUpdate; {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("reading the client's first frames: %v", err)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				_ = f.ForeachSetting(func(s http2.Setting) error { got[s.ID] = s.Val; return nil })
-				sawSettings = true
-			}
-		case *http2.WindowUpdateFrame:
-			if f.StreamID == 0 {
-				connWindow += f.Increment
-				sawUpdate = true
-			}
-		}
-	}
+	got, connWindow := wiretest.FirstFrames(t, fr)
 	want := map[http2.SettingID]uint32{
 		http2.SettingMaxFrameSize:      maxFrameSize,
 		http2.SettingInitialWindowSize: streamRecvWindow,

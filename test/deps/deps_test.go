@@ -23,11 +23,12 @@ import (
 var allowed = map[string][]string{
 	"corral/cmd/corral": {"corral/internal/agent", "corral/internal/bench", "corral/internal/daemon",
 		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/vminit", "corral/pkg/apiv1", "corral/sdk/go/corral"},
-	"corral/internal/agent":    {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/image/dirtar"},
-	"corral/internal/agentapi": {"corral/internal/errdefs"},
+	"corral/internal/agent":             {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/image/dirtar"},
+	"corral/internal/agentapi":          {"corral/internal/errdefs"},
+	"corral/internal/agentapi/wiretest": {},
 	"corral/internal/api": {"corral/internal/agentapi", "corral/internal/build", "corral/internal/errdefs", "corral/internal/image/oci",
 		"corral/internal/image/store", "corral/internal/manager", "corral/internal/netpolicy/policy", "corral/internal/sandbox", "corral/pkg/apiv1"},
-	"corral/internal/bench": {"corral/internal/runtime/vm", "corral/pkg/apiv1", "corral/sdk/go/corral"},
+	"corral/internal/bench": {"corral/internal/cgroups", "corral/internal/mountinfo", "corral/internal/runtime/vm", "corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/build": {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/image/", "corral/internal/keylimit",
 		"corral/internal/manager", "corral/internal/sandbox", "corral/pkg/apiv1"},
 	"corral/internal/cgroups": {"corral/internal/mountinfo"},
@@ -154,7 +155,8 @@ func TestTestRuntimeNotInTheBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if dep == "corral/internal/runtime/inproc" || dep == "corral/internal/runtime/runtimetest" || dep == "corral/internal/image/tartest" {
+		if dep == "corral/internal/runtime/inproc" || dep == "corral/internal/runtime/runtimetest" || dep == "corral/internal/image/tartest" ||
+			dep == "corral/internal/agentapi/wiretest" {
 			t.Errorf("the corral binary depends on %s", dep)
 		}
 	}
