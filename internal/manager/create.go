@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"corral/internal/agentapi"
 	"corral/internal/errdefs"
 	"corral/internal/ids"
 	"corral/internal/manager/handle"
@@ -187,7 +188,7 @@ func (m *Manager) start(ctx context.Context, h *handle.Handle, o launchOpts, tr 
 
 // markRunning persists the running state (with its event, in the same
 // write) and starts the watchers, unless the sandbox waits in a pool.
-func (m *Manager) markRunning(ctx context.Context, h *handle.Handle, client agentVersioner, pooled bool, tr *trace) error {
+func (m *Manager) markRunning(ctx context.Context, h *handle.Handle, client *agentapi.Client, pooled bool, tr *trace) error {
 	var info map[string]string
 	if d, ok := h.Runtime().(runtime.Describer); ok {
 		info = d.Describe(h.Ref())
@@ -214,9 +215,6 @@ func (m *Manager) markRunning(ctx context.Context, h *handle.Handle, client agen
 	}
 	return nil
 }
-
-// agentVersioner is the part of an agent client markRunning reads.
-type agentVersioner interface{ AgentVersion() string }
 
 // startRuntime starts the sandbox cold, or as a copy of its snapshot.
 func startRuntime(ctx context.Context, rt runtime.Runtime, params runtime.StartParams, from *sandbox.Snapshot) error {
