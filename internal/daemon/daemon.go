@@ -34,14 +34,14 @@ import (
 
 // Config is what `corral serve` is started with.
 type Config struct {
-	Listen       string
-	StateDir     string
-	RunscPath    string // default <state>/bin/runsc
-	BaseRootFS   string // default <state>/rootfs/debian-bookworm
-	Platform     string
-	VMKernel     string // default <state>/vm/kernel/current
-	QEMUPath     string // default: qemu-system-x86_64 on PATH
-	VMAccel      string // "kvm", "tcg" or "" (KVM where usable)
+	Listen     string
+	StateDir   string
+	RunscPath  string // default <state>/bin/runsc
+	BaseRootFS string // default <state>/rootfs/debian-bookworm
+	Platform   string
+	VMKernel   string // default <state>/vm/kernel/current
+	QEMUPath   string // default: qemu-system-x86_64 on PATH
+	VMAccel    string // "kvm", "tcg" or "" (KVM where usable)
 	// MaxSandboxes bounds live sandboxes; 0 sizes it from the machine
 	// (AutoMaxSandboxes).
 	MaxSandboxes int
