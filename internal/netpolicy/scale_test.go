@@ -2,12 +2,12 @@ package netpolicy
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"testing"
 
 	"github.com/google/nftables"
 
+	"corral/internal/ids"
 	"corral/internal/netpolicy/policy"
 )
 
@@ -17,8 +17,8 @@ import (
 func TestRebuildManySandboxes(t *testing.T) {
 	const n = 400
 	e := newTestEnv(t, func(c *Config) { c.Pool = netip.PrefixFrom(c.Pool.Addr(), 21).Masked() })
-	for i := range n {
-		s, err := e.net.lease(fmt.Sprintf("sb-many-%d", i), policy.Policy{})
+	for range n {
+		s, err := e.net.lease(ids.NewSandbox(), policy.Policy{})
 		must(t, err)
 		must(t, writeState(e.cfg, s))
 		e.net.register(s)
@@ -46,7 +46,7 @@ func TestRebuildManySandboxes(t *testing.T) {
 // removed).
 func TestDetachHalfRemoved(t *testing.T) {
 	e := newTestEnv(t, nil)
-	s := e.attach("sb-half", policy.Policy{})
+	s := e.attach("sb-halfaaaaaaaaaaaa", policy.Policy{})
 	s.close()
 	st := e.net.slots[s.ID]
 	c, err := newConn()
