@@ -3,6 +3,7 @@ package e2e
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // The first must-show of the foundation: corral run as a user types it.
@@ -36,9 +37,18 @@ func TestRun(t *testing.T) {
 			}
 		})
 	}
-	// corral run removes its sandbox.
-	out := d.mustCLI("ls")
-	if strings.Count(strings.TrimSpace(out), "\n") != 0 {
-		t.Errorf("corral run left live sandboxes:\n%s", out)
+	// corral run removes its sandbox: it returns once the command ended
+	// and the daemon finishes the teardown in the background (ls may
+	// show the sandbox terminating for a moment, never running).
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		out = d.mustCLI("ls")
+		if strings.Contains(out, " running ") {
+			t.Fatalf("corral run left a running sandbox:\n%s", out)
+		}
+		if strings.Count(strings.TrimSpace(out), "\n") == 0 {
+			return
+		}
 	}
+	t.Errorf("corral run left live sandboxes:\n%s", out)
 }
