@@ -66,7 +66,8 @@ func (m *Manager) adoptTemplates(ctx context.Context) {
 
 // fillFromTemplate starts a sandbox of p from its template, making the
 // template first (from a cold start, which then joins the pool) when there
-// is none. A template that fails to restore is dropped and made anew.
+// is none. A template this daemon can no longer restore is dropped and
+// made anew.
 func (m *Manager) fillFromTemplate(p *warmPool, spec sandbox.Spec) (*handle.Handle, error) {
 	p.mu.Lock()
 	tmpl := p.template
@@ -82,7 +83,13 @@ func (m *Manager) fillFromTemplate(p *warmPool, spec sandbox.Spec) (*handle.Hand
 		if err == nil {
 			return h, nil
 		}
-		m.log.Warn("warm pool: restoring the template failed; making a new one", "snapshot", tmpl.ID, "err", err)
+		// A failed start (the daemon stopping, the host out of room) says
+		// nothing against the template; one this daemon can no longer
+		// restore (another runtime version, its files gone) is made anew.
+		if m.ctx.Err() != nil || m.checkRestorable(m.ctx, tmpl) == nil {
+			return nil, err
+		}
+		m.log.Warn("warm pool: the template cannot be restored; making a new one", "snapshot", tmpl.ID, "err", err)
 		m.dropTemplate(p, tmpl)
 	}
 	h, err := m.launch(m.ctx, spec, rt, launchOpts{pooled: true})
