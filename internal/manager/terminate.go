@@ -15,19 +15,31 @@ import (
 // (the entrypoint's); otherwise the reason's code. Terminating a terminal
 // sandbox returns its record unchanged.
 func (m *Manager) Terminate(ctx context.Context, id, reason string, exitCode *int) (*sandbox.Sandbox, error) {
+	h, ended, err := m.lockLive(ctx, id)
+	if h == nil {
+		return ended, err
+	}
+	defer h.Unlock()
+	return m.terminateLocked(h, reason, exitCode)
+}
+
+// lockLive returns sandbox id's handle, locked, while it is not terminal;
+// otherwise (an ended or unknown sandbox) its record or the error.
+func (m *Manager) lockLive(ctx context.Context, id string) (*handle.Handle, *sandbox.Sandbox, error) {
 	if !ids.Sandbox(id) {
-		return nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
+		return nil, nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
 	}
 	h := m.lookup(id)
 	if h == nil {
-		return m.records.GetSandbox(ctx, id)
+		rec, err := m.records.GetSandbox(ctx, id)
+		return nil, rec, err
 	}
 	h.Lock()
-	defer h.Unlock()
 	if h.State().Terminal() {
-		return h.Record(), nil
+		h.Unlock()
+		return nil, h.Record(), nil
 	}
-	return m.terminateLocked(h, reason, exitCode)
+	return h, nil, nil
 }
 
 // TerminateNoWait is Terminate that returns as soon as the sandbox is
@@ -36,17 +48,9 @@ func (m *Manager) Terminate(ctx context.Context, id, reason string, exitCode *in
 // and Wait or Get tell when it is terminated. For callers that do not need
 // to wait for the host to be clean (corral run, once its command ended).
 func (m *Manager) TerminateNoWait(ctx context.Context, id, reason string) (*sandbox.Sandbox, error) {
-	if !ids.Sandbox(id) {
-		return nil, fmt.Errorf("%w: sandbox %q", errdefs.ErrNotFound, id)
-	}
-	h := m.lookup(id)
+	h, ended, err := m.lockLive(ctx, id)
 	if h == nil {
-		return m.records.GetSandbox(ctx, id)
-	}
-	h.Lock()
-	if h.State().Terminal() {
-		defer h.Unlock()
-		return h.Record(), nil
+		return ended, err
 	}
 	rec, err := h.BeginTerminate(reason)
 	if err != nil {
