@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
@@ -52,16 +51,16 @@ func (s Files) Read(ctx context.Context, id, path, user string) (io.ReadCloser, 
 	return &releasingBody{ReadCloser: body, release: t.release}, size, nil
 }
 
-// releasingBody releases a sandbox's activity when closed.
+// releasingBody releases a sandbox's activity when closed (the release of
+// an acquire may be called more than once).
 type releasingBody struct {
 	io.ReadCloser
-	once    sync.Once
 	release func()
 }
 
 func (b *releasingBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.once.Do(b.release)
+	b.release()
 	return err
 }
 

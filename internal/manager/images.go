@@ -92,8 +92,8 @@ func (s Images) store() (*imagestore.Store, error) {
 	return s.m.cfg.Images, nil
 }
 
-func (s Images) describe(st *imagestore.Store, img imagestore.Image) Image {
-	out := Image{Image: img, InUse: s.inUse(img.Digest)}
+func (s Images) describe(st *imagestore.Store, img imagestore.Image, inUse map[string]bool) Image {
+	out := Image{Image: img, InUse: inUse[string(img.Digest)]}
 	for _, d := range img.Layers {
 		if l, err := st.Layer(d); err == nil {
 			out.Size += l.Size
@@ -102,20 +102,21 @@ func (s Images) describe(st *imagestore.Store, img imagestore.Image) Image {
 	return out
 }
 
-// inUse reports whether a live sandbox leases the image d.
-func (s Images) inUse(d imagestore.Digest) bool {
+// inUse is the set of image digests live sandboxes lease.
+func (s Images) inUse() map[string]bool {
 	s.m.mu.Lock()
 	hs := make([]*handle.Handle, 0, len(s.m.handles))
 	for _, h := range s.m.handles {
 		hs = append(hs, h)
 	}
 	s.m.mu.Unlock()
+	used := map[string]bool{}
 	for _, h := range hs {
-		if h.Record().Spec.ImageDigest == string(d) {
-			return true
+		if d := h.Record().Spec.ImageDigest; d != "" {
+			used[d] = true
 		}
 	}
-	return false
+	return used
 }
 
 // List returns every image.
@@ -129,8 +130,9 @@ func (s Images) List() ([]Image, error) {
 		return nil, err
 	}
 	out := make([]Image, 0, len(imgs))
+	used := s.inUse()
 	for _, img := range imgs {
-		out = append(out, s.describe(st, img))
+		out = append(out, s.describe(st, img, used))
 	}
 	return out, nil
 }
@@ -145,7 +147,7 @@ func (s Images) Get(ref string) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	return s.describe(st, img), nil
+	return s.describe(st, img, s.inUse()), nil
 }
 
 // Remove untags (or, by digest, removes) an image.
@@ -221,7 +223,7 @@ func (s Images) Import(ctx context.Context, r io.Reader, limit int64, ref string
 	if err != nil {
 		return Image{}, err
 	}
-	return s.describe(st, img), nil
+	return s.describe(st, img, s.inUse()), nil
 }
 
 // Pull fetches an image from a registry.
@@ -234,7 +236,7 @@ func (s Images) Pull(ctx context.Context, ref string, opts oci.PullOptions) (Ima
 	if err != nil {
 		return Image{}, err
 	}
-	return s.describe(st, img), nil
+	return s.describe(st, img, s.inUse()), nil
 }
 
 // AddLayer stores a layer tar (plain or gzip): a build's copy step.

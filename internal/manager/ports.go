@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"sync"
 
 	"corral/internal/errdefs"
 )
@@ -75,16 +74,16 @@ func (s Ports) Dial(ctx context.Context, id string, port int, remote, what strin
 	return &releasingConn{Conn: conn, release: a.release}, nil
 }
 
-// releasingConn releases the sandbox's activity when closed.
+// releasingConn releases the sandbox's activity when closed (the release
+// of an acquire may be called more than once).
 type releasingConn struct {
 	net.Conn
-	once    sync.Once
 	release func()
 }
 
 func (c *releasingConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.release()
 	return err
 }
 

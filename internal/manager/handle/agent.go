@@ -44,13 +44,12 @@ func (h *Handle) Quiet(on bool) {
 }
 
 // Watch records that the manager watches the sandbox (timeouts, agent
-// loss) and reports whether it did already; a sandbox waiting in a warm
-// pool is not watched until it is claimed.
-func (h *Handle) Watch() (already bool) {
+// loss); a sandbox waiting in a warm pool is not watched until it is
+// claimed.
+func (h *Handle) Watch() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	already, h.watched = h.watched, true
-	return already
+	h.watched = true
+	h.mu.Unlock()
 }
 
 // Watched reports whether Watch was called.
