@@ -22,7 +22,8 @@ import (
 // tests) is imported by tests only.
 var allowed = map[string][]string{
 	"corral/cmd/corral": {"corral/internal/agent", "corral/internal/bench", "corral/internal/daemon",
-		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/vminit", "corral/pkg/apiv1", "corral/sdk/go/corral"},
+		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/selftest", "corral/internal/selftest/probe", "corral/internal/vminit",
+		"corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/agent":             {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/image/dirtar"},
 	"corral/internal/agentapi":          {"corral/internal/errdefs"},
 	"corral/internal/agentapi/wiretest": {},
@@ -65,12 +66,14 @@ var allowed = map[string][]string{
 	"corral/internal/runtime/runtimetest": {"corral/internal/agentapi", "corral/internal/ids", "corral/internal/runtime"},
 	"corral/internal/runtime/vm": {"corral/internal/agentapi", "corral/internal/cgroups", "corral/internal/cleanup", "corral/internal/errdefs",
 		"corral/internal/image/overlaytar", "corral/internal/keylimit", "corral/internal/runtime", "corral/internal/vminit"},
-	"corral/internal/sandbox": {"corral/internal/errdefs", "corral/internal/ids", "corral/internal/netpolicy/policy"},
-	"corral/internal/vminit":  {},
-	"corral/pkg/apiv1":        {},
-	"corral/sdk/go/corral":    {"corral/pkg/apiv1"},
-	"corral/test/deps":        {},
-	"corral/test/e2e":         {},
+	"corral/internal/selftest":       {"corral/internal/selftest/probe", "corral/pkg/apiv1", "corral/sdk/go/corral"},
+	"corral/internal/selftest/probe": {},
+	"corral/internal/sandbox":        {"corral/internal/errdefs", "corral/internal/ids", "corral/internal/netpolicy/policy"},
+	"corral/internal/vminit":         {},
+	"corral/pkg/apiv1":               {},
+	"corral/sdk/go/corral":           {"corral/pkg/apiv1"},
+	"corral/test/deps":               {},
+	"corral/test/e2e":                {},
 }
 
 // pkg is one package as go list describes it.
