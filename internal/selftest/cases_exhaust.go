@@ -161,14 +161,14 @@ const logBound = 17 * mib
 
 func exhaustHostBacked(ctx context.Context, s *session) Result {
 	paths := hostBacked(s.rt)
-	tried := "write 48 MiB each to " + strings.Join(paths, ", ")
+	tried := "write 24 MiB each to " + strings.Join(paths, ", ")
 	if s.rt == "gvisor" {
 		tried += "; fill the agent's channel directory /.corral/run (1 GiB, 100,000 files) and plant device nodes and a setuid binary in it"
 	}
 	var ev []string
 	for _, p := range paths {
 		var r probe.FillResult
-		if err := s.probeFor(ctx, s.a, "fill", probe.FillArgs{Path: p, MaxBytes: 48 * mib, Seconds: 60, Append: true}, &r, 3*time.Minute); err != nil {
+		if err := s.probeFor(ctx, s.a, "fill", probe.FillArgs{Path: p, MaxBytes: 24 * mib, Seconds: 30, Append: true}, &r, 3*time.Minute); err != nil {
 			ev = append(ev, p+": "+err.Error())
 			continue
 		}
@@ -215,18 +215,13 @@ func (s *session) fillChannel(ctx context.Context) []string {
 	return ev
 }
 
-// hostLogs lists the host files and directories that hold a sandbox's
-// output or channel: everything in its directory but the writable layer
-// and disks, and its entrypoint logs.
+// hostLogs lists the host files and directories that take a sandbox's
+// output or channel: the logs in its directory (console, runsc), its
+// channel directory, and its entrypoint logs.
 func hostLogs(dir, state, id string) []string {
-	var out []string
-	ents, _ := filepath.Glob(filepath.Join(dir, "*"))
-	for _, e := range ents {
-		base := filepath.Base(e)
-		if base == "upper" || strings.HasSuffix(base, ".img") || base == "bundle" || base == "memory.state" || base == "checkpoint" {
-			continue
-		}
-		out = append(out, e)
+	out, _ := filepath.Glob(filepath.Join(dir, "*.log*"))
+	if exists(filepath.Join(dir, "chan")) {
+		out = append(out, filepath.Join(dir, "chan"))
 	}
 	logs, _ := filepath.Glob(filepath.Join(state, "logs", id+"*"))
 	return append(out, logs...)
@@ -333,8 +328,12 @@ func exhaustMemory(ctx context.Context, s *session) Result {
 	}
 	var r probe.AllocResult
 	perr := s.probeFor(ctx, c, "alloc", probe.AllocArgs{MB: 2048, ChunkMB: 16}, &r, 2*time.Minute)
-	time.Sleep(2 * time.Second)
+	killed := perr != nil && strings.Contains(perr.Error(), "exit 137") // the guest's own OOM killer
 	rec, gerr := s.c.Get(ctx, c.id)
+	for i := 0; perr != nil && !killed && gerr == nil && rec.State == "running" && i < 30; i++ {
+		time.Sleep(time.Second) // the daemon notices a sandbox gone within seconds
+		rec, gerr = s.c.Get(ctx, c.id)
+	}
 	_, berr := s.answers(ctx, s.b)
 	state := "unknown"
 	if gerr == nil {
@@ -342,7 +341,6 @@ func exhaustMemory(ctx context.Context, s *session) Result {
 	}
 	ended := gerr == nil && rec.State != "running"
 	bounded := perr == nil && r.TouchedMB <= 128+64
-	killed := perr != nil && strings.Contains(perr.Error(), "exit 137") // the guest's own OOM killer
 	return verdict((ended || bounded || killed) && berr == nil, tried, "touched %d MiB (%s; probe: %v); the sandbox is %s; the neighbour answered: %s",
 		r.TouchedMB, stopReason(r.Err), perr, state, errOK(berr))
 }

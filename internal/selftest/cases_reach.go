@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -229,6 +231,9 @@ func reachHostDevices(ctx context.Context, s *session) Result {
 		}
 	}
 	inside := strings.Join(ev, ", ")
+	if own, ok := s.ownDisks(s.a)[readRoot]; ok && readRoot != sum {
+		return verdict(true, tried, "what the sandbox read at %d:%d is its own disk (%s), not the host's; inside: %s", root.Major, root.Minor, own, inside)
+	}
 	if sum == "" {
 		// The host itself may not read its disk here (a device cgroup):
 		// then only a sandbox that could not read it either is judged.
@@ -238,6 +243,31 @@ func reachHostDevices(ctx context.Context, s *session) Result {
 		return verdict(true, tried, "host root disk %d:%d; inside: %s", root.Major, root.Minor, inside)
 	}
 	return verdict(readRoot != sum, tried, "host root disk %d:%d starts with %s; inside: %s", root.Major, root.Minor, sum[:12], inside)
+}
+
+// ownDisks maps the hash of the first 4 KiB of each file backing sb's own
+// disks (its directory, the vm runtime's disk cache) to the file.
+func (s *session) ownDisks(sb *sbx) map[string]string {
+	out := map[string]string{}
+	for _, dir := range []string{s.sandboxDir(sb), filepath.Join(s.cfg.StateDir, "vm", "disks")} {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			f, err := os.Open(p)
+			if err != nil {
+				return nil
+			}
+			defer f.Close()
+			buf := make([]byte, 4096)
+			if n, _ := io.ReadFull(f, buf); n > 0 {
+				h := sha256.Sum256(buf[:n])
+				out[hex.EncodeToString(h[:])] = p
+			}
+			return nil
+		})
+	}
+	return out
 }
 
 // procSysResult is the procsys probe's result.

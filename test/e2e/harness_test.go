@@ -79,6 +79,7 @@ type daemon struct {
 	token  string
 	cmd    *exec.Cmd
 	log    *bytes.Buffer
+	tee    io.Writer // also gets the daemon's output, when not nil
 	client *corral.Client
 }
 
@@ -86,6 +87,13 @@ type daemon struct {
 // sandbox it still has removed, when the test ends. extra are more serve
 // flags.
 func startDaemon(t testing.TB, extra ...string) *daemon {
+	t.Helper()
+	return startDaemonTee(t, nil, extra...)
+}
+
+// startDaemonTee is startDaemon with the daemon's output also written to
+// tee (when not nil).
+func startDaemonTee(t testing.TB, tee io.Writer, extra ...string) *daemon {
 	t.Helper()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
@@ -97,7 +105,7 @@ func startDaemon(t testing.TB, extra ...string) *daemon {
 	// No warm pool unless the test asks for one (a flag given later wins):
 	// pools fill in the background, and most tests count sandboxes.
 	flags := append(testNetFlags(t), "--warm-pool", "0")
-	d := &daemon{t: t, state: state, addr: freeAddr(t), net: append(flags, extra...)}
+	d := &daemon{t: t, state: state, addr: freeAddr(t), net: append(flags, extra...), tee: tee}
 	d.start()
 	t.Cleanup(func() { d.teardown() })
 	return d
@@ -118,7 +126,11 @@ func (d *daemon) start() {
 	args := append([]string{"serve", "--listen", d.addr, "--state-dir", d.state,
 		"--runsc", runscBin, "--base-rootfs", rootfs, "--vm-kernel", vmKernel, "--log-level", "debug"}, d.net...)
 	d.cmd = exec.Command(binary, args...)
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	var out io.Writer = d.log
+	if d.tee != nil {
+		out = io.MultiWriter(d.log, d.tee)
+	}
+	d.cmd.Stdout, d.cmd.Stderr = out, out
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)

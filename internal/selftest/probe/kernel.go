@@ -70,20 +70,38 @@ func devices(raw json.RawMessage) (any, error) {
 	return out, nil
 }
 
-// readHead opens p and hashes its first n bytes.
+// readHead opens p and hashes its first n bytes, with raw reads under a
+// deadline (a character device may never answer).
 func readHead(p string, n int) (openErr, readErr, sum string) {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return errnoName(err), "", ""
 	}
-	defer f.Close()
-	_ = f.SetReadDeadline(time.Now().Add(time.Second))
+	defer unix.Close(fd)
 	buf := make([]byte, n)
-	m, err := io.ReadFull(f, buf)
-	if m == 0 {
-		return "", errnoName(err), ""
+	got := 0
+	deadline := time.Now().Add(time.Second)
+	for got < n && time.Now().Before(deadline) {
+		m, err := unix.Read(fd, buf[got:])
+		if err == unix.EAGAIN {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if err != nil || m <= 0 {
+			if got == 0 {
+				if err == nil {
+					err = io.EOF
+				}
+				return "", errnoName(err), ""
+			}
+			break
+		}
+		got += m
 	}
-	h := sha256.Sum256(buf[:m])
+	if got == 0 {
+		return "", "EAGAIN", ""
+	}
+	h := sha256.Sum256(buf[:got])
 	return "", "", hex.EncodeToString(h[:])
 }
 
@@ -230,16 +248,21 @@ func procSys(raw json.RawMessage) (any, error) {
 }
 
 func readKmsg() (string, error) {
-	f, err := os.OpenFile("/dev/kmsg", os.O_RDONLY|unix.O_NONBLOCK, 0)
+	// Raw reads: an os.File of a non-blocking descriptor would wait in
+	// Go's poller instead of returning EAGAIN at the end of the log.
+	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	var sb strings.Builder
 	buf := make([]byte, 8192)
 	for i := 0; i < 100000; i++ {
-		n, err := f.Read(buf)
-		if err != nil {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EPIPE || err == unix.EINTR {
+			continue // a record was overwritten while reading
+		}
+		if err != nil || n <= 0 {
 			break
 		}
 		sb.Write(buf[:n])

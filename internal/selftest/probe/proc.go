@@ -297,7 +297,9 @@ func linger(raw json.RawMessage) (any, error) {
 	if a.Stage == 2 {
 		_ = startLinger(a.Marker, 3, false)
 	}
-	select {}
+	for { // not select{}: with nothing else to run, Go calls that a deadlock
+		time.Sleep(time.Hour)
+	}
 }
 
 func startLinger(marker string, stage int, setsid bool) error {

@@ -1,0 +1,42 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestSelftest runs `corral selftest --runtime all` against a fresh
+// daemon: every case must be contained on both runtimes. Its table is the
+// test's log.
+func TestSelftest(t *testing.T) {
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	// The daemon's log, in a file the selftest searches for secrets.
+	logPath := filepath.Join(t.TempDir(), "daemon.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logFile.Close() }) // after the daemon's teardown, registered later
+	d := startDaemonTee(t, logFile)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "selftest", "--runtime", "all", "--state-dir", d.state, "--daemon-log", logPath)
+	cmd.Env = append(os.Environ(), "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token)
+	var out, progress bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &progress
+	err = cmd.Run()
+	t.Logf("corral selftest --runtime all:\n%s", out.String())
+	if err != nil {
+		t.Errorf("selftest: %v\nprogress:\n%s", err, progress.String())
+	}
+	if !bytes.Contains(out.Bytes(), []byte("runtime gvisor")) || !bytes.Contains(out.Bytes(), []byte("runtime vm")) {
+		t.Errorf("the report does not cover both runtimes")
+	}
+}
