@@ -101,8 +101,8 @@ func exhaustInodesFDs(ctx context.Context, s *session) Result {
 		return inconclusive(tried, err)
 	}
 	var files, fds probe.ManyResult
-	ferr := s.probeFor(ctx, x, "fds", probe.ManyArgs{Max: 300000, Seconds: 25}, &fds, 3*time.Minute)
-	ierr := s.probeFor(ctx, x, "files", probe.ManyArgs{Dir: "/corral-selftest-files", Max: 300000, Seconds: 25}, &files, 3*time.Minute)
+	ferr := s.probeFor(ctx, x, "fds", probe.ManyArgs{Max: 300000, Seconds: 15}, &fds, 3*time.Minute)
+	ierr := s.probeFor(ctx, x, "files", probe.ManyArgs{Dir: "/corral-selftest-files", Max: 300000, Seconds: 15}, &files, 3*time.Minute)
 	hostBytes := allocatedBytes(s.sandboxDir(x))
 	_, berr := s.answers(ctx, s.b)
 	bound := int64(256+128) * mib
@@ -168,7 +168,7 @@ func exhaustHostBacked(ctx context.Context, s *session) Result {
 	var ev []string
 	for _, p := range paths {
 		var r probe.FillResult
-		if err := s.probeFor(ctx, s.a, "fill", probe.FillArgs{Path: p, MaxBytes: 24 * mib, Seconds: 30, Append: true}, &r, 3*time.Minute); err != nil {
+		if err := s.probeFor(ctx, s.a, "fill", probe.FillArgs{Path: p, MaxBytes: 24 * mib, Seconds: 15, Append: true}, &r, 3*time.Minute); err != nil {
 			ev = append(ev, p+": "+err.Error())
 			continue
 		}

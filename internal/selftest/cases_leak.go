@@ -38,9 +38,12 @@ func (s *session) secrets(withCanary bool) []probe.Secret {
 }
 
 func leakTokensInside(ctx context.Context, s *session) Result {
-	tried := "search every process's env and command line and every file up to 1 MiB inside for the API token and the sandbox's port token (by hash)"
+	tried := "search every process's env and command line, and every file up to 1 MiB outside /usr, for the API token and the sandbox's port token (by hash)"
 	var r probe.TokensResult
-	args := probe.TokensArgs{Secrets: s.secrets(false), Roots: []string{"/"}, MaxFileBytes: 1 << 20, MaxFiles: 150000}
+	// Everything but /usr (the image's programs): what the daemon or the
+	// agent could leave behind lives in these.
+	roots := []string{"/etc", "/root", "/home", "/tmp", "/var", "/run", "/opt", "/srv", "/mnt", "/.corral"}
+	args := probe.TokensArgs{Secrets: s.secrets(false), Roots: roots, MaxFileBytes: 1 << 20, MaxFiles: 150000}
 	if err := s.probeFor(ctx, s.a, "tokens", args, &r, 5*time.Minute); err != nil {
 		return inconclusive(tried, err)
 	}
