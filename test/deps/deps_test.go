@@ -35,7 +35,7 @@ var allowed = map[string][]string{
 	"corral/internal/cleanup": {},
 	"corral/internal/daemon": {"corral/internal/api", "corral/internal/build", "corral/internal/image/store", "corral/internal/manager",
 		"corral/internal/netpolicy/", "corral/internal/netpolicy", "corral/internal/records", "corral/internal/runtime",
-		"corral/internal/runtime/gvisor", "corral/internal/runtime/vm"},
+		"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/seal"},
 	"corral/internal/errdefs":          {},
 	"corral/internal/fspath":           {},
 	"corral/internal/ids":              {"corral/internal/errdefs"},
@@ -57,7 +57,7 @@ var allowed = map[string][]string{
 	"corral/internal/netpolicy/dnsd":   {"corral/internal/errdefs", "corral/internal/keylimit", "corral/internal/netpolicy/policy"},
 	"corral/internal/netpolicy/egress": {"corral/internal/errdefs", "corral/internal/keylimit", "corral/internal/netpolicy/policy"},
 	"corral/internal/netpolicy/policy": {"corral/internal/errdefs"},
-	"corral/internal/records":          {"corral/internal/errdefs", "corral/internal/sandbox"},
+	"corral/internal/records":          {"corral/internal/errdefs", "corral/internal/sandbox", "corral/internal/seal"},
 	"corral/internal/runtime":          {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/ids"},
 	"corral/internal/runtime/gvisor": {"corral/internal/agentapi", "corral/internal/cgroups", "corral/internal/cleanup", "corral/internal/errdefs",
 		"corral/internal/image/overlaytar", "corral/internal/mountinfo", "corral/internal/runtime"},
@@ -66,6 +66,7 @@ var allowed = map[string][]string{
 	"corral/internal/runtime/vm": {"corral/internal/agentapi", "corral/internal/cgroups", "corral/internal/cleanup", "corral/internal/errdefs",
 		"corral/internal/image/overlaytar", "corral/internal/keylimit", "corral/internal/runtime", "corral/internal/vminit"},
 	"corral/internal/sandbox": {"corral/internal/errdefs", "corral/internal/ids", "corral/internal/netpolicy/policy"},
+	"corral/internal/seal":    {},
 	"corral/internal/vminit":  {},
 	"corral/pkg/apiv1":        {},
 	"corral/sdk/go/corral":    {"corral/pkg/apiv1"},
@@ -191,6 +192,7 @@ var onlyImports = map[string][]string{
 	"corral/internal/ids":                 {"corral/internal/"},
 	"corral/internal/sandbox":             {"corral/internal/"},
 	"corral/internal/runtime":             {"corral/internal/"},
+	"corral/internal/seal":                {},
 	"corral/pkg/apiv1":                    {},
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"corral/internal/records"
+	"corral/internal/seal"
 )
 
 // The must-show, on both runtimes: a fork into 5 gives copies
@@ -189,7 +190,11 @@ func TestMemorySnapshots(t *testing.T) {
 // snapshot as if another runtime version had made it.
 func setSnapshotRuntimeVersion(t *testing.T, d *daemon, id, version string) {
 	ctx := context.Background()
-	st, err := records.Open(ctx, filepath.Join(d.state, "corral.db"))
+	key, err := seal.Load(filepath.Join(d.state, "seal.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := records.Open(ctx, filepath.Join(d.state, "corral.db"), key)
 	if err != nil {
 		t.Fatal(err)
 	}
