@@ -22,8 +22,12 @@ if [ -f "$STATE/daemon.pid" ] && kill -0 "$(cat "$STATE/daemon.pid")" 2>/dev/nul
 	kill "$(cat "$STATE/daemon.pid")"
 	for _ in $(seq 600); do kill -0 "$(cat "$STATE/daemon.pid")" 2>/dev/null || break; sleep 0.1; done
 fi
-nohup /usr/local/bin/corral serve --state-dir "$STATE" --listen "$LISTEN" >>"$LOG" 2>&1 </dev/null &
-echo $! >"$STATE/daemon.pid"
+# The state dir and the log are root's alone (the daemon makes them so
+# too): they hold the API token, sandboxes' records and what they print.
+chmod 700 "$STATE"
+(umask 077 && touch "$LOG") && chmod 600 "$LOG"
+nohup /usr/local/bin/corral serve --state-dir "$STATE" --listen "$LISTEN" --log-file "$LOG" >>"$LOG" 2>&1 </dev/null &
+(umask 077 && echo $! >"$STATE/daemon.pid")
 # Before it serves, a daemon adopts every sandbox still running (one at a
 # time: 499 took 22 s here), so wait as long as it lives, up to 10 minutes.
 for i in $(seq 6000); do

@@ -13,7 +13,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	cfg := daemon.Config{}
-	var level string
+	var level, logFile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Corral daemon",
@@ -23,7 +23,16 @@ func newServeCmd() *cobra.Command {
 			if err := lv.UnmarshalText([]byte(level)); err != nil {
 				return err
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+			out := os.Stderr
+			if logFile != "" {
+				f, err := daemon.OpenLog(logFile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				out = f
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lv}))
 			cfg.Version = version
 			ctx, cancel := cmdContext()
 			defer cancel()
@@ -44,6 +53,7 @@ func newServeCmd() *cobra.Command {
 		fmt.Sprintf("sandboxes of the default spec (base image, gvisor, default resources) kept started for fast creates; -1: one per CPU, 1 to 8 (%d here); 0: none", daemon.AutoWarmPoolSize()))
 	f.Var(warmPoolsValue{&cfg.WarmPools}, "warm-pool-spec", "another warm pool (repeatable): size=N[,runtime=R][,image=I][,cpu=C][,memory_mb=M][,disk_mb=D]...")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&logFile, "log-file", "", "append the log to this file (created 0600, an existing one made 0600) instead of stderr")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")
 	f.StringVar(&cfg.Net.Table, "net-table", "corral", "nftables table the daemon owns")

@@ -25,7 +25,7 @@ const (
 	rndAddEntropy  = 0x40085203 // _IOW('R', 0x03, int[2])
 	rndReseedCRNG  = 0x5207     // _IO('R', 0x07)
 	bootIDPath     = "/proc/sys/kernel/random/boot_id"
-	bootIDFile     = "/.corral/boot_id"
+	bootIDDir      = "/.corral" // the agent's own directory
 	machineIDPath  = "/etc/machine-id"
 	maxHostnameLen = 64
 )
@@ -61,7 +61,9 @@ func (s *Server) identity(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.BootID != "" {
 		if err := s.mountBootID(req.BootID); err != nil {
-			s.log.Info("boot_id stays the snapshot's", "op", "identity", "err", err)
+			// gVisor: no CAP_SYS_ADMIN here; the runtime mounts it
+			// (runtime.BootIDSetter, `corral agent boot-id`).
+			s.log.Info("boot_id not mounted by the agent", "op", "identity", "err", err)
 		} else {
 			res.BootID = true
 		}
@@ -156,12 +158,15 @@ func reseed(entropy []byte) string {
 	return "reseeded"
 }
 
-// mountBootID shows id at bootIDPath: a file holding it, on the agent's
-// own directory (a tmpfs in a vm guest, never exported), is bind-mounted
-// over the kernel's file, whose value the snapshot froze. (A memfd cannot
-// be the source: it is on no mount of this namespace.)
+// mountBootID shows id at bootIDPath: a new file holding it, in the
+// agent's own directory, is bind-mounted over the kernel's file (whose
+// value the snapshot froze; under gVisor each procfs instance has its own
+// random one, kept by a checkpoint), then unlinked: the mount holds it,
+// and nothing is left in the directory (a gVisor sandbox's /.corral is in
+// its writable layer, which exports carry). (A memfd cannot be the
+// source: it is on no mount of this namespace.) It needs CAP_SYS_ADMIN.
 func (s *Server) mountBootID(id string) error {
-	src, err := fspath.ResolveNoFollow(s.root, bootIDFile)
+	dir, err := fspath.ResolveNoFollow(s.root, bootIDDir)
 	if err != nil {
 		return err
 	}
@@ -170,14 +175,22 @@ func (s *Server) mountBootID(id string) error {
 		return err
 	}
 	_ = unix.Unmount(target, unix.MNT_DETACH) // an earlier identity's
-	if err := s.writeRootFile(bootIDFile, id+"\n", 0o444); err != nil {
+	f, err := os.CreateTemp(dir, ".boot_id-*")
+	if err != nil {
 		return err
 	}
-	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
-		os.Remove(src)
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(id + "\n")
+	if err == nil {
+		err = f.Chmod(0o444)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
-	return nil
+	return unix.Mount(f.Name(), target, "", unix.MS_BIND, "")
 }
 
 // moveAddress gives the interface holding the sandbox's IPv4 address the

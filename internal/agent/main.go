@@ -15,12 +15,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Main is the entry point of `corral agent --listen unix:PATH [--root DIR]`;
-// args are the arguments after the subcommand. It takes on PID 1's duties
+// Main is the entry point of `corral agent --listen unix:PATH [--root DIR]`
+// (and of the one-shot `corral agent boot-id UUID`, BootIDMain); args are
+// the arguments after the subcommand. It takes on PID 1's duties
 // (or becomes a child subreaper when it is not PID 1), listens, and serves
 // until SIGTERM or SIGINT, which kill every process group it started (every
 // process in the sandbox when it is PID 1). It returns the exit code.
 func Main(ctx context.Context, args []string) int {
+	if len(args) > 0 && args[0] == "boot-id" {
+		return BootIDMain(args[1:])
+	}
 	fs := flag.NewFlagSet("corral agent", flag.ContinueOnError)
 	listenAt := fs.String("listen", "", "where to serve the agent protocol: unix:PATH or vport:NAME (a virtio-serial port)")
 	root := fs.String("root", "/", "directory that file paths are resolved in")

@@ -19,6 +19,7 @@ import (
 	"corral/internal/records"
 	"corral/internal/runtime"
 	"corral/internal/runtime/inproc"
+	"corral/internal/seal"
 	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 )
@@ -43,7 +44,7 @@ type apiEnv struct {
 func newAPIEnv(t *testing.T, pools ...manager.WarmPoolConfig) *apiEnv {
 	t.Helper()
 	dir := t.TempDir()
-	rec, err := records.Open(context.Background(), filepath.Join(dir, "corral.db"))
+	rec, err := records.Open(context.Background(), filepath.Join(dir, "corral.db"), seal.Generate())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,5 +43,5 @@ func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPI(sb))
+	writeJSON(w, http.StatusOK, s.toAPI(sb))
 }

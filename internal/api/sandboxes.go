@@ -32,7 +32,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, toAPI(sb))
+	writeJSON(w, http.StatusCreated, s.toAPI(sb))
 }
 
 // seconds converts an API duration, refusing NaN, infinities and values
@@ -72,7 +72,7 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 	}, nil
 }
 
-func toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
+func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 	out := apiv1.Sandbox{
 		ID: sb.ID, Name: sb.Spec.Name, State: string(sb.State), Runtime: sb.Spec.Runtime, Image: sb.Spec.Image,
 		CPU: sb.Spec.CPU, CPULimit: sb.Spec.CPULimit, MemoryMB: sb.Spec.MemoryMB, MemoryLimitMB: sb.Spec.MemoryLimitMB, DiskMB: sb.Spec.DiskMB,
@@ -86,7 +86,7 @@ func toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 			URL: fmt.Sprintf("/v1/sandboxes/%s/ports/%d/", sb.ID, p.Port)})
 	}
 	if len(out.Ports) > 0 {
-		out.PortToken = sb.PortToken
+		out.PortToken = s.m.PortToken(sb)
 	}
 	for _, p := range sb.Phases {
 		out.CreatePhases = append(out.CreatePhases, apiv1.Phase{Name: p.Name, MS: float64(p.Duration.Microseconds()) / 1000})
@@ -119,7 +119,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	out := apiv1.SandboxList{Sandboxes: []apiv1.Sandbox{}}
 	for _, sb := range all {
 		if state == "" || string(sb.State) == state {
-			out.Sandboxes = append(out.Sandboxes, toAPI(sb))
+			out.Sandboxes = append(out.Sandboxes, s.toAPI(sb))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -131,7 +131,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPI(sb))
+	writeJSON(w, http.StatusOK, s.toAPI(sb))
 }
 
 // deleteSandbox terminates a sandbox: by default it answers 200 once
@@ -158,7 +158,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 		if sb.State.Terminal() {
 			status = http.StatusOK
 		}
-		writeJSON(w, status, toAPI(sb))
+		writeJSON(w, status, s.toAPI(sb))
 		return
 	}
 	sb, err := s.m.Terminate(r.Context(), id, sandbox.EndTerminated, nil)
@@ -166,7 +166,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPI(sb))
+	writeJSON(w, http.StatusOK, s.toAPI(sb))
 }
 
 func (s *Server) waitSandbox(w http.ResponseWriter, r *http.Request) {

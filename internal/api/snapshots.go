@@ -36,7 +36,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPI(sb))
+	writeJSON(w, http.StatusOK, s.toAPI(sb))
 }
 
 // resumeSandbox brings a paused sandbox back.
@@ -46,7 +46,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPI(sb))
+	writeJSON(w, http.StatusOK, s.toAPI(sb))
 }
 
 // snapshotMemory saves a running sandbox's whole state as a snapshot.
@@ -111,7 +111,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	out := apiv1.ForkResult{Sandboxes: []apiv1.Sandbox{}}
 	for _, sb := range copies {
-		out.Sandboxes = append(out.Sandboxes, toAPI(sb))
+		out.Sandboxes = append(out.Sandboxes, s.toAPI(sb))
 	}
 	writeJSON(w, http.StatusCreated, out)
 }

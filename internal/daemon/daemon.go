@@ -1,6 +1,7 @@
-// Package daemon assembles `corral serve`: the state directory, the API
-// token, the agent binary, the store, the runtimes, the manager and the
-// HTTP server. It is the only package that imports runtime backends.
+// Package daemon assembles `corral serve`: the state directory (its
+// owner's alone), the API token, the seal key, the agent binary, the
+// store, the runtimes, the manager and the HTTP server. It is the only
+// package that imports runtime backends.
 package daemon
 
 import (
@@ -30,6 +31,16 @@ import (
 	"corral/internal/runtime"
 	"corral/internal/runtime/gvisor"
 	"corral/internal/runtime/vm"
+	"corral/internal/seal"
+)
+
+// sealKeyFile (in the state directory) is the daemon's own key: it seals
+// env values in the records, and port tokens are derived from it
+// (portTokenKeyLabel). Losing it loses those env values and changes
+// every port token.
+const (
+	sealKeyFile       = "seal.key"
+	portTokenKeyLabel = "port-token"
 )
 
 // Config is what `corral serve` is started with.
@@ -68,7 +79,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer unlock()
+	if err := tightenState(cfg.StateDir); err != nil {
+		return err
+	}
 	token, err := ensureToken(filepath.Join(cfg.StateDir, "token"))
+	if err != nil {
+		return err
+	}
+	key, err := seal.Load(filepath.Join(cfg.StateDir, sealKeyFile))
 	if err != nil {
 		return err
 	}
@@ -79,7 +97,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if _, err := os.Stat(filepath.Join(cfg.BaseRootFS, "bin/sh")); err != nil {
 		return fmt.Errorf("base root filesystem %s is missing or incomplete (run scripts/setup.sh): %w", cfg.BaseRootFS, err)
 	}
-	st, err := records.Open(ctx, filepath.Join(cfg.StateDir, "corral.db"))
+	st, err := records.Open(ctx, filepath.Join(cfg.StateDir, "corral.db"), key)
 	if err != nil {
 		return err
 	}
@@ -118,7 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 	m, err := manager.New(ctx, manager.Config{
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Records: st, Logger: log,
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
-		Images: images,
+		Images: images, PortKey: key.Derive(portTokenKeyLabel),
 	})
 	if err != nil {
 		return err
@@ -127,6 +145,10 @@ func Run(ctx context.Context, cfg Config) error {
 	recordFn := m.RecordDecision
 	record.Store(&recordFn)
 	builder := build.New(build.Config{Manager: m, Store: images, BaseRootFS: cfg.BaseRootFS, Log: log})
+	// Once more, now that the stores and runtimes made their directories.
+	if err := tightenState(cfg.StateDir); err != nil {
+		return err
+	}
 	return serve(ctx, cfg, api.New(m, builder, token, cfg.Version, log))
 }
 

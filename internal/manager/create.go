@@ -83,7 +83,7 @@ func (m *Manager) launch(ctx context.Context, spec sandbox.Spec, rt runtime.Runt
 	id := ids.NewSandbox()
 	rec := &sandbox.Sandbox{
 		ID: id, Spec: spec, State: sandbox.Creating, CreatedAt: t0.UTC(),
-		Dir: filepath.Join(m.cfg.sandboxesDir(), id), PortToken: newPortToken(),
+		Dir: filepath.Join(m.cfg.sandboxesDir(), id),
 	}
 	h, err := m.admit(rec, rt)
 	if err != nil {

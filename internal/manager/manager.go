@@ -70,6 +70,10 @@ type Config struct {
 	// WarmPools are the warm pools: started sandboxes of a spec kept
 	// ready for creates that fit it.
 	WarmPools []WarmPoolConfig
+	// PortKey is the HMAC key of port tokens (PortToken): a key of the
+	// daemon's own that outlives restarts. Nil: a random one, so tokens
+	// change when the manager does.
+	PortKey []byte
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it
@@ -127,6 +131,9 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if len(cfg.PortKey) == 0 {
+		cfg.PortKey = randomBytes(32)
 	}
 	for _, d := range []string{cfg.sandboxesDir(), cfg.logsDir(), cfg.snapshotsDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -19,6 +19,7 @@ import (
 	"corral/internal/runtime"
 	"corral/internal/runtime/inproc"
 	"corral/internal/sandbox"
+	"corral/internal/seal"
 )
 
 // env is a manager over a real store and the in-process runtime.
@@ -37,7 +38,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	st, err := records.Open(context.Background(), filepath.Join(dir, "corral.db"))
+	st, err := records.Open(context.Background(), filepath.Join(dir, "corral.db"), seal.Generate())
 	if err != nil {
 		t.Fatal(err)
 	}

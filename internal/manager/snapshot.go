@@ -322,6 +322,12 @@ func (m *Manager) giveIdentity(ctx context.Context, h *handle.Handle, client *ag
 	if err != nil {
 		return fmt.Errorf("giving the copy its identity: %w", err)
 	}
+	if bs, ok := h.Runtime().(runtime.BootIDSetter); ok && !res.BootID {
+		if err := bs.SetBootID(ctx, h.Ref(), req.BootID); err != nil {
+			return fmt.Errorf("giving the copy its boot_id: %w", err)
+		}
+		res.BootID = true
+	}
 	m.log.Debug("copy identity", "sandbox", h.ID(), "rng", res.RNG, "boot_id", res.BootID, "network", res.Network)
 	return nil
 }

@@ -32,6 +32,12 @@ var migrations = []string{
 	)`,
 	// 6: per-process records are gone: exec no longer writes to disk.
 	`DROP TABLE IF EXISTS processes`,
+	// 7, 8: env values sealed apart from the spec (envseal.go; Open moves
+	// an older row's env there).
+	`ALTER TABLE sandboxes ADD COLUMN env_sealed TEXT NOT NULL DEFAULT ''`,
+	`ALTER TABLE snapshots ADD COLUMN env_sealed TEXT NOT NULL DEFAULT ''`,
+	// 9: port tokens are derived, never stored (manager/ports.go).
+	`UPDATE sandboxes SET port_token = ''`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -10,12 +10,12 @@ import (
 	"corral/internal/sandbox"
 )
 
-const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, port_token, runtime_info, paused_at, paused_for`
+const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, runtime_info, paused_at, paused_for, env_sealed`
 
 // PutSandbox inserts or replaces the record of sb and appends events to
 // its event log, in one transaction (one synced write).
 func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox, events ...Event) error {
-	args, err := sandboxArgs(sb)
+	args, err := s.sandboxArgs(sb)
 	if err != nil {
 		return err
 	}
@@ -48,9 +48,10 @@ func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox, events ...E
 const putSandboxSQL = `INSERT OR REPLACE INTO sandboxes (name, ` + sandboxColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// sandboxArgs are the values of putSandboxSQL for sb.
-func sandboxArgs(sb *sandbox.Sandbox) ([]any, error) {
-	spec, err := json.Marshal(sb.Spec)
+// sandboxArgs are the values of putSandboxSQL for sb: its spec without
+// the env, which is sealed apart.
+func (s *Store) sandboxArgs(sb *sandbox.Sandbox) ([]any, error) {
+	spec, env, err := s.splitSpec(sandboxAD(sb.ID), sb.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding spec of %s: %w", sb.ID, err)
 	}
@@ -63,14 +64,14 @@ func sandboxArgs(sb *sandbox.Sandbox) ([]any, error) {
 		info = []byte("{}")
 	}
 	return []any{sb.Spec.Name, sb.ID, string(sb.State), string(spec), unixNano(sb.CreatedAt), unixNano(sb.StartedAt),
-		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, sb.PortToken, string(info),
-		unixNano(sb.PausedAt), int64(sb.PausedFor)}, nil
+		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, string(info),
+		unixNano(sb.PausedAt), int64(sb.PausedFor), env}, nil
 }
 
 // GetSandbox returns the record of id.
 func (s *Store) GetSandbox(ctx context.Context, id string) (*sandbox.Sandbox, error) {
 	row := s.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id)
-	sb, err := scanSandbox(row)
+	sb, err := s.scanSandbox(row)
 	if err != nil {
 		return nil, notFound(err, "sandbox "+id)
 	}
@@ -91,7 +92,7 @@ func (s *Store) ListSandboxes(ctx context.Context, live bool) ([]*sandbox.Sandbo
 	defer rows.Close()
 	var out []*sandbox.Sandbox
 	for rows.Next() {
-		sb, err := scanSandbox(rows)
+		sb, err := s.scanSandbox(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -102,23 +103,23 @@ func (s *Store) ListSandboxes(ctx context.Context, live bool) ([]*sandbox.Sandbo
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanSandbox(r scanner) (*sandbox.Sandbox, error) {
+func (s *Store) scanSandbox(r scanner) (*sandbox.Sandbox, error) {
 	var (
 		sb                      sandbox.Sandbox
-		state, spec             string
+		state, spec, env        string
 		created, started, ended int64
 		exit                    sql.NullInt64
 		info                    string
 		pausedAt, pausedFor     int64
 	)
 	if err := r.Scan(&sb.ID, &state, &spec, &created, &started, &ended, &exit,
-		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &sb.PortToken, &info, &pausedAt, &pausedFor); err != nil {
+		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &info, &pausedAt, &pausedFor, &env); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(info), &sb.RuntimeInfo); err != nil || len(sb.RuntimeInfo) == 0 {
 		sb.RuntimeInfo = nil
 	}
-	if err := json.Unmarshal([]byte(spec), &sb.Spec); err != nil {
+	if err := s.joinSpec(sandboxAD(sb.ID), spec, env, &sb.Spec); err != nil {
 		return nil, fmt.Errorf("decoding spec of %s: %w", sb.ID, err)
 	}
 	sb.State = sandbox.State(state)

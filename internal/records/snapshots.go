@@ -2,7 +2,6 @@ package records
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -10,12 +9,12 @@ import (
 	"corral/internal/sandbox"
 )
 
-const snapshotColumns = `id, name, sandbox_id, spec, runtime, runtime_version, agent_protocol, agent_version, size_bytes, created_at, dir`
+const snapshotColumns = `id, name, sandbox_id, spec, runtime, runtime_version, agent_protocol, agent_version, size_bytes, created_at, dir, env_sealed`
 
 // PutSnapshot inserts the record of a new snapshot; a name already taken
 // is ErrAlreadyExists.
 func (s *Store) PutSnapshot(ctx context.Context, sn *sandbox.Snapshot) error {
-	spec, err := json.Marshal(sn.Spec)
+	spec, env, err := s.splitSpec(snapshotAD(sn.ID), sn.Spec)
 	if err != nil {
 		return fmt.Errorf("encoding spec of %s: %w", sn.ID, err)
 	}
@@ -23,9 +22,9 @@ func (s *Store) PutSnapshot(ctx context.Context, sn *sandbox.Snapshot) error {
 	if sn.Name != "" {
 		name = sn.Name
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = s.db.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.ID, name, sn.SandboxID, string(spec), sn.Runtime, sn.RuntimeVersion, sn.AgentProtocol, sn.AgentVersion,
-		sn.SizeBytes, unixNano(sn.CreatedAt), sn.Dir)
+		sn.SizeBytes, unixNano(sn.CreatedAt), sn.Dir, env)
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
 		return fmt.Errorf("%w: a snapshot named %q exists", errdefs.ErrAlreadyExists, sn.Name)
 	}
@@ -38,7 +37,7 @@ func (s *Store) PutSnapshot(ctx context.Context, sn *sandbox.Snapshot) error {
 // GetSnapshot returns the snapshot whose id or name is ref.
 func (s *Store) GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error) {
 	row := s.db.QueryRowContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE id = ? OR name = ?`, ref, ref)
-	sn, err := scanSnapshot(row)
+	sn, err := s.scanSnapshot(row)
 	if err != nil {
 		return nil, notFound(err, "snapshot "+ref)
 	}
@@ -54,7 +53,7 @@ func (s *Store) ListSnapshots(ctx context.Context) ([]*sandbox.Snapshot, error) 
 	defer rows.Close()
 	var out []*sandbox.Snapshot
 	for rows.Next() {
-		sn, err := scanSnapshot(rows)
+		sn, err := s.scanSnapshot(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -71,21 +70,22 @@ func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
 	return nil
 }
 
-func scanSnapshot(r scanner) (*sandbox.Snapshot, error) {
+func (s *Store) scanSnapshot(r scanner) (*sandbox.Snapshot, error) {
 	var (
 		sn      sandbox.Snapshot
 		name    *string
 		spec    string
+		env     string
 		created int64
 	)
 	if err := r.Scan(&sn.ID, &name, &sn.SandboxID, &spec, &sn.Runtime, &sn.RuntimeVersion, &sn.AgentProtocol,
-		&sn.AgentVersion, &sn.SizeBytes, &created, &sn.Dir); err != nil {
+		&sn.AgentVersion, &sn.SizeBytes, &created, &sn.Dir, &env); err != nil {
 		return nil, err
 	}
 	if name != nil {
 		sn.Name = *name
 	}
-	if err := json.Unmarshal([]byte(spec), &sn.Spec); err != nil {
+	if err := s.joinSpec(snapshotAD(sn.ID), spec, env, &sn.Spec); err != nil {
 		return nil, fmt.Errorf("decoding spec of %s: %w", sn.ID, err)
 	}
 	sn.CreatedAt = fromNano(created)

@@ -5,8 +5,13 @@
 // Every write is committed with synchronous=FULL before it returns, so what
 // the daemon acknowledged survives a crash or kill -9. Writes are few and
 // off the hot paths: a sandbox's record changes with its state, never per
-// exec or file call. The package imports the sandbox model and nothing else
-// from Corral's daemon.
+// exec or file call.
+//
+// Nothing in the database is for other local users: the file and its
+// -wal and -shm are 0600, a spec's env is sealed with the daemon's key
+// (package seal) and never stored in the clear, and deleted content is
+// overwritten (secure_delete). The package imports the sandbox model and
+// the seal package, and nothing else from Corral's daemon.
 package records
 
 import (
@@ -15,16 +20,20 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"syscall"
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/seal"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
 // Store is the metadata database.
 type Store struct {
-	db *sql.DB
+	db  *sql.DB
+	key *seal.Key
 }
 
 const schema = `
@@ -54,10 +63,18 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_sandbox ON events(sandbox_id, seq);
 `
 
-// Open opens (creating if needed) the database at path.
-func Open(ctx context.Context, path string) (*Store, error) {
+// Open opens (creating if needed) the database at path, whose env values
+// key seals. Rows an older daemon wrote with the env in the clear are
+// sealed now.
+func Open(ctx context.Context, path string, key *seal.Key) (*Store, error) {
+	if key == nil {
+		return nil, errors.New("opening the store: no seal key")
+	}
+	if err := private(path); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)"} {
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)", "secure_delete(1)"} {
 		q.Add("_pragma", p)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
@@ -74,7 +91,35 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrating %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	s := &Store{db: db, key: key}
+	if _, err := s.sealLegacyEnv(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrating %s: %w", path, err)
+	}
+	// Whatever an older daemon left in the log (an env in the clear) goes
+	// with it: the log is copied into the database and emptied.
+	if _, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("checkpointing %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// private creates the database file 0600 if it is missing and tightens
+// it and its -wal and -shm files otherwise (SQLite gives the latter the
+// database's mode).
+func private(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening store %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("opening store %s: %w", path, err)
+		}
+	}
+	return nil
 }
 
 // Close closes the database.

@@ -15,7 +15,7 @@ import (
 func TestSandboxesSurviveReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "corral.db")
-	s, err := Open(ctx, path)
+	s, err := Open(ctx, path, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestSandboxesSurviveReopen(t *testing.T) {
 	}
 	s.Close()
 
-	s, err = Open(ctx, path)
+	s, err = Open(ctx, path, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestSandboxesSurviveReopen(t *testing.T) {
 func TestProcessesTableDropped(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v5.db")
-	s, err := Open(ctx, path)
+	s, err := Open(ctx, path, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +72,7 @@ func TestProcessesTableDropped(t *testing.T) {
 		`CREATE TABLE processes (sandbox_id TEXT NOT NULL, pid INTEGER NOT NULL, args TEXT NOT NULL, started_at INTEGER NOT NULL)`,
 		`INSERT INTO processes VALUES ('sb-old', 7, '[]', 1)`,
 		`INSERT INTO sandboxes (id, state, spec, created_at) VALUES ('sb-kept', 'terminated', '{}', 1)`,
+		`ALTER TABLE sandboxes DROP COLUMN env_sealed`, `ALTER TABLE snapshots DROP COLUMN env_sealed`, // added by 7 and 8
 		`PRAGMA user_version = 5`,
 	} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
@@ -79,7 +80,7 @@ func TestProcessesTableDropped(t *testing.T) {
 		}
 	}
 	s.Close()
-	if s, err = Open(ctx, path); err != nil {
+	if s, err = Open(ctx, path, testKey); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
@@ -97,7 +98,7 @@ func TestProcessesTableDropped(t *testing.T) {
 func TestMigrateOldDatabase(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
-	s, err := Open(ctx, path)
+	s, err := Open(ctx, path, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +114,13 @@ func TestMigrateOldDatabase(t *testing.T) {
 		}
 	}
 	s.Close()
-	s, err = Open(ctx, path)
+	s, err = Open(ctx, path, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	sb, err := s.GetSandbox(ctx, "sb-old")
-	if err != nil || sb.PortToken != "" {
+	if err != nil || sb.State != sandbox.Terminated {
 		t.Fatalf("old row after migration: %+v, %v", sb, err)
 	}
 }
@@ -128,7 +129,7 @@ func TestMigrateOldDatabase(t *testing.T) {
 // is unique.
 func TestSnapshots(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"))
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func TestSnapshots(t *testing.T) {
 // A record and the events of its change are one write: both land.
 func TestPutSandboxWithEvents(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "e.db"))
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "e.db"), testKey)
 	if err != nil {
 		t.Fatal(err)
 	}

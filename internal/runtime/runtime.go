@@ -190,6 +190,15 @@ type Snapshotter interface {
 	StartFromSnapshot(ctx context.Context, p StartParams, dir string) error
 }
 
+// BootIDSetter is a Snapshotter whose copies' agents cannot show a boot
+// id of their own (the agent's IdentityResult has BootID false), but
+// which can from the host: SetBootID makes id (a lowercase UUID) what
+// /proc/sys/kernel/random/boot_id reads in the started sandbox. The caller
+// gives it the id it gave the agent.
+type BootIDSetter interface {
+	SetBootID(ctx context.Context, ref Ref, id string) error
+}
+
 // Versioner is a runtime that names its version: what a memory snapshot
 // records, so that only the same version restores it.
 type Versioner interface {

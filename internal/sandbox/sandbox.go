@@ -49,8 +49,6 @@ type Sandbox struct {
 	RuntimeInfo map[string]string
 	// Dir is the per-sandbox host directory the runtime owns.
 	Dir string
-	// PortToken grants access to the sandbox's non-public exposed ports.
-	PortToken string
 	// Phases is how long each step of the create took, in order (steps
 	// of the runtime's own are named "runtime.<step>" and lie within
 	// "runtime"). Kept in memory by the daemon that made the sandbox, not

@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"corral/internal/records"
+	"corral/internal/seal"
 )
 
 // The issue's must-show, on both runtimes: a fork into 5 gives copies
 // that have the parent's files and running processes, whose changes are
 // their own, and each of which is a different machine: hostname, machine
-// id, boot_id (vm; gVisor saves its boot_id in the checkpoint), first
-// bytes of /dev/urandom, address. The parent runs on.
+// id, boot_id (the agent mounts it in a vm guest, the runtime in a gVisor
+// copy), first bytes of /dev/urandom, address. The parent runs on.
 func TestFork(t *testing.T) {
 	d := startDaemon(t)
 	for _, rt := range runtimes {
@@ -29,6 +30,7 @@ func testFork(t *testing.T, d *daemon, rt string) {
 mkdir -p /srv && echo parent > /srv/state
 setsid sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.2; done' </dev/null >/dev/null 2>&1 &
 sleep 1`)
+	parentBootID := d.mustCLI("exec", parent, "--", "cat", "/proc/sys/kernel/random/boot_id")
 	copies := strings.Fields(d.mustCLI("fork", parent, "-n", "5"))
 	if len(copies) != 5 {
 		t.Fatalf("fork printed %q", copies)
@@ -40,6 +42,7 @@ sleep 1`)
 awk '$2 == "00000000" { print $3 }' /proc/net/route; cat /srv/state; cat /tmp/count`
 	seen := map[string]string{}
 	bootIDs := map[string]bool{}
+	copyBootID := map[string]string{}
 	for i, c := range copies {
 		var sb struct {
 			State string            `json:"state"`
@@ -79,9 +82,13 @@ awk '$2 == "00000000" { print $3 }' /proc/net/route; cat /srv/state; cat /tmp/co
 			seen[k+v] = c
 		}
 		bootIDs[f[2]] = true
+		copyBootID[c] = f[2]
 	}
-	if rt == "vm" && len(bootIDs) != len(copies) {
-		t.Errorf("vm copies share boot ids: %v", bootIDs)
+	if len(bootIDs) != len(copies) || bootIDs[strings.TrimSpace(parentBootID)] {
+		t.Errorf("copies share boot ids, or have the parent's %s: %v", parentBootID, bootIDs)
+	}
+	if out := d.mustCLI("exec", parent, "--", "cat", "/proc/sys/kernel/random/boot_id"); out != parentBootID {
+		t.Errorf("the parent's boot_id changed: %q, then %q", parentBootID, out)
 	}
 	if rt == "vm" { // each QEMU runs as a uid of its own, never root
 		uids := map[string]string{}
@@ -108,6 +115,18 @@ awk '$2 == "00000000" { print $3 }' /proc/net/route; cat /srv/state; cat /tmp/co
 	if out := d.mustCLI("exec", copies[1], "--", "cat", "/srv/state"); out != "parent\n" {
 		t.Errorf("copy %s after a pause and resume reads %q", copies[1], out)
 	}
+	if out := strings.TrimSpace(d.mustCLI("exec", copies[1], "--", "cat", "/proc/sys/kernel/random/boot_id")); out != copyBootID[copies[1]] {
+		t.Errorf("copy %s's boot_id after a pause and resume: %q, want %q", copies[1], out, copyBootID[copies[1]])
+	}
+	// A copy of a copy gets its own boot_id too.
+	grand := strings.Fields(d.mustCLI("fork", copies[1], "-n", "1"))
+	if len(grand) != 1 {
+		t.Fatalf("fork of a copy printed %q", grand)
+	}
+	if out := strings.TrimSpace(d.mustCLI("exec", grand[0], "--", "cat", "/proc/sys/kernel/random/boot_id")); bootIDs[out] || out == strings.TrimSpace(parentBootID) {
+		t.Errorf("the copy of a copy has boot_id %q, not one of its own", out)
+	}
+	copies = append(copies, grand[0])
 	d.mustCLI(append([]string{"rm"}, append(copies, parent)...)...)
 	d.assertNoLeaks(t, append(copies, parent))
 }
@@ -189,7 +208,11 @@ func TestMemorySnapshots(t *testing.T) {
 // snapshot as if another runtime version had made it.
 func setSnapshotRuntimeVersion(t *testing.T, d *daemon, id, version string) {
 	ctx := context.Background()
-	st, err := records.Open(ctx, filepath.Join(d.state, "corral.db"))
+	key, err := seal.Load(filepath.Join(d.state, "seal.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := records.Open(ctx, filepath.Join(d.state, "corral.db"), key)
 	if err != nil {
 		t.Fatal(err)
 	}
