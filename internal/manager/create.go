@@ -144,8 +144,12 @@ func (m *Manager) admit(rec *sandbox.Sandbox, rt runtime.Runtime) (*handle.Handl
 // result of the creating record's write.
 func (m *Manager) start(ctx context.Context, h *handle.Handle, o launchOpts, tr *trace, admitted <-chan error) error {
 	rec := h.Record()
+	// PID 1 gets the image's env only (prepareImage): the sandbox's own,
+	// which may hold secrets, reaches processes with each start (exec,
+	// entrypoint) and so is never written into the runtime's files (an
+	// OCI bundle, a vm's boot config).
 	params := runtime.StartParams{
-		Ref: h.Ref(), AgentBinary: m.cfg.AgentBinary, Env: envList(rec.Spec.Env),
+		Ref: h.Ref(), AgentBinary: m.cfg.AgentBinary,
 		Resources: resourcesOf(rec.Spec), Hostname: rec.ID, Trace: tr.sub("runtime."),
 	}
 	if err := m.prepareImage(h, &params); err != nil {
@@ -236,15 +240,6 @@ func (m *Manager) forget(h *handle.Handle) {
 		delete(m.handles, h.ID())
 	}
 	m.mu.Unlock()
-}
-
-func envList(env map[string]string) []string {
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func resourcesOf(s sandbox.Spec) runtime.Resources {
