@@ -21,7 +21,7 @@ const burnerScript = `for i in $(seq 20); do sh -c 'while :; do :; done' & done;
 // whatever else loads the machine weighs on both alike; the medians are
 // compared.
 func TestNoisyNeighbour(t *testing.T) {
-	const samples = 7
+	const samples = 9
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -69,8 +69,8 @@ func TestNoisyNeighbour(t *testing.T) {
 }
 
 // neighbourSample times one default create (then removes the sandbox) and
-// one exec of echo in the neighbour; each sample is the median of three
-// execs, so one scheduling hiccup does not decide it.
+// one exec of echo in the neighbour; each exec sample is the median of
+// five execs, so one scheduling hiccup does not decide it.
 func (d *daemon) neighbourSample(ctx context.Context, t *testing.T, neighbour string) (create, exec time.Duration) {
 	t.Helper()
 	t0 := time.Now()
@@ -83,7 +83,7 @@ func (d *daemon) neighbourSample(ctx context.Context, t *testing.T, neighbour st
 		t.Fatal(err)
 	}
 	var execs []time.Duration
-	for range 3 {
+	for range 5 {
 		t0 = time.Now()
 		res, err := d.client.Run(ctx, neighbour, apiv1.ExecRequest{Cmd: []string{"echo", "hi"}}, nil, io.Discard, io.Discard)
 		if err != nil || res.ExitCode != 0 {
