@@ -98,3 +98,31 @@ func (d *daemon) capacity() apiv1.Capacity {
 	}
 	return v.Capacity
 }
+
+// Memory snapshots have quotas: one over the per-sandbox quota, or one
+// whose estimated size would leave less free disk than the daemon keeps,
+// is a 429 naming the quota; removing a snapshot makes room again.
+func TestSnapshotQuotas(t *testing.T) {
+	t.Run("per sandbox", func(t *testing.T) {
+		d := startDaemon(t, "--snapshot-quota-per-sandbox", "1")
+		id := d.create("--memory-limit", "256")
+		snap := strings.TrimSpace(d.mustCLI("snapshot", "mem", id))
+		status, body := d.api("POST", "/v1/sandboxes/"+id+"/snapshots/memory", d.token, "{}")
+		if status != 429 || !strings.Contains(body, "quota per sandbox is 1") {
+			t.Errorf("a second snapshot over the quota of 1: %d %s", status, body)
+		}
+		d.mustCLI("snapshot", "rm", snap)
+		status, body = d.api("POST", "/v1/sandboxes/"+id+"/snapshots/memory", d.token, "{}")
+		if status != 201 && status != 200 {
+			t.Errorf("a snapshot after the first was removed: %d %s", status, body)
+		}
+	})
+	t.Run("free disk", func(t *testing.T) {
+		d := startDaemon(t, "--snapshot-min-free-mb", "1073741824")
+		id := d.create("--memory-limit", "256")
+		status, body := d.api("POST", "/v1/sandboxes/"+id+"/snapshots/memory", d.token, "{}")
+		if status != 429 || !strings.Contains(body, "snapshot disk") || !strings.Contains(body, "kept free") {
+			t.Errorf("a snapshot the disk cannot hold: %d %s", status, body)
+		}
+	})
+}
