@@ -48,7 +48,7 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	fs.StringVar(&f.workdir, "workdir", "", "default working directory of processes")
 	fs.StringVar(&f.user, "user", "", "default user of processes (name, uid, or either with :group; default: the image's, else root)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU request in cores (default 1)")
-	fs.Float64Var(&f.cpuLimit, "cpu-limit", 0, "CPU burst limit in cores (default: no limit)")
+	fs.Float64Var(&f.cpuLimit, "cpu-limit", 0, "CPU ceiling in cores (default: the request; alone below 1, it lowers the request too)")
 	fs.Int64Var(&f.memory, "memory", 0, "memory request in MiB (default 512)")
 	fs.Int64Var(&f.memoryLimit, "memory-limit", 0, "memory limit in MiB (default: the request)")
 	fs.Float64Var(&f.disk, "disk", 0, "size of the sandbox's writable layer in GiB (default 10)")

@@ -63,6 +63,7 @@ func newServeCmd() *cobra.Command {
 	f.Uint16Var(&cfg.Net.LogGroup, "net-log-group", 7717, "NFLOG group through which the kernel reports refused packets")
 	f.StringSliceVar(&cfg.Net.DNSUpstream, "dns-upstream", nil, "upstream resolvers host:port (default: /etc/resolv.conf)")
 	f.Var(prefixesValue{&cfg.Net.OperatorAllowed}, "allow-range", "re-open an always-denied range for every sandbox (repeatable)")
+	addShareFlags(f, &cfg.Shares)
 	return cmd
 }
 

@@ -77,7 +77,8 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 			ResponseHeaderTimeout: 5 * time.Minute,
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrInvalidArgument) && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			if !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrInvalidArgument) && !errors.Is(err, errdefs.ErrFailedPrecondition) &&
+				!errors.Is(err, errdefs.ErrResourceExhausted) {
 				err = fmt.Errorf("%w: port %d: %v", errdefs.ErrUnavailable, port, err)
 			}
 			writeError(w, err)

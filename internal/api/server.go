@@ -148,7 +148,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
-	v := apiv1.Version{Version: s.version, Runtimes: s.m.Runtimes()}
+	u := s.m.Usage()
+	v := apiv1.Version{Version: s.version, Runtimes: s.m.Runtimes(), Capacity: apiv1.Capacity{
+		MemoryMB: u.MemoryMB, CPU: float64(u.CPUMilli) / 1000, MemoryOvercommit: u.MemoryOvercommit, CPUOvercommit: u.CPUOvercommit,
+		AdmittableMemoryMB: u.AdmittableMemoryMB, AdmittableCPU: float64(u.AdmittableCPUMilli) / 1000,
+		ReservedMemoryMB: u.ReservedMemoryMB, ReservedCPU: float64(u.ReservedCPUMilli) / 1000,
+		Sandboxes: u.Sandboxes, MaxSandboxes: u.MaxSandboxes,
+	}}
 	for _, p := range s.m.WarmPools() {
 		if v.WarmPool == nil {
 			v.WarmPool = &apiv1.WarmPool{}

@@ -17,9 +17,16 @@ import (
 )
 
 // Density's sandboxes: idle, 256 MiB, everything else the create
-// defaults, except a lifetime long enough that none expires mid-run.
+// defaults, except a lifetime long enough that none expires mid-run and
+// small requests: admission reserves requests against the host (an idle
+// sandbox holds about 20 MiB and no CPU), and the defaults (512 MiB, one
+// core) would stop a density run at the daemon's capacity long before its
+// N. The CPU limit stays one core.
 const (
 	densityMemoryLimitMB = 256
+	densityMemoryMB      = 32
+	densityCPU           = 0.1
+	densityCPULimit      = 1
 	densityTimeout       = time.Hour
 	densityTag           = "corral.bench"
 )
@@ -152,9 +159,9 @@ func (d *densityRun) createAll(ctx context.Context, out io.Writer) error {
 	n := d.dc.N
 	ids := make([]string, n)
 	req := apiv1.CreateSandboxRequest{
-		MemoryLimitMB: densityMemoryLimitMB,
-		Timeout:       densityTimeout.Seconds(),
-		Tags:          map[string]string{densityTag: "density"},
+		MemoryLimitMB: densityMemoryLimitMB, MemoryMB: densityMemoryMB, CPU: densityCPU, CPULimit: densityCPULimit,
+		Timeout: densityTimeout.Seconds(),
+		Tags:    map[string]string{densityTag: "density"},
 	}
 	res, wall, errs := d.forEach(ctx, n, true, "create", func(ctx context.Context, i int) error {
 		sb, err := d.c.Create(ctx, req)
@@ -169,7 +176,8 @@ func (d *densityRun) createAll(ctx context.Context, out io.Writer) error {
 			d.ids = append(d.ids, id)
 		}
 	}
-	fmt.Fprintf(out, "create (idle sandboxes, memory limit %d MiB, concurrency %d)\n", densityMemoryLimitMB, d.dc.Concurrency)
+	fmt.Fprintf(out, "create (idle sandboxes, memory limit %d MiB, request %d MiB and %g cores, concurrency %d)\n",
+		densityMemoryLimitMB, densityMemoryMB, densityCPU, d.dc.Concurrency)
 	fmt.Fprintf(out, "  %-12s %d/%d in %.1fs, %.2f sandboxes/s\n", "created", len(d.ids), n, wall.Seconds(), rate(len(d.ids), wall))
 	row(out, "latency", res)
 	return firstErrors("creating", errs, out)

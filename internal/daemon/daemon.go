@@ -65,6 +65,9 @@ type Config struct {
 	Net       NetConfig
 	Version   string
 	Logger    *slog.Logger
+
+	// Shares bound what sandboxes may take from one another (shares.go).
+	Shares Shares
 }
 
 // Run serves until ctx ends. Sandboxes keep running after it returns; the
@@ -111,7 +114,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var record atomic.Pointer[func(policy.Decision)]
 	var networking *manager.Networking
 	if !cfg.Net.Disabled {
-		net, err := startNetwork(ctx, cfg.StateDir, cfg.Net, &record, log)
+		net, err := startNetwork(ctx, cfg.StateDir, cfg.Net, cfg.Shares, &record, log)
 		if err != nil {
 			return err
 		}
@@ -133,11 +136,15 @@ func Run(ctx context.Context, cfg Config) error {
 	} else {
 		runtimes["vm"] = v
 	}
-	m, err := manager.New(ctx, manager.Config{
+	mcfg := manager.Config{
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Records: st, Logger: log,
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel),
-	})
+	}
+	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
+		return err
+	}
+	m, err := manager.New(ctx, mcfg)
 	if err != nil {
 		return err
 	}
@@ -179,7 +186,7 @@ func (cfg *Config) defaults() error {
 		cfg.MaxSandboxes = n
 		cfg.Logger.Info("live sandboxes bounded by the machine", "op", "init", "max_sandboxes", n)
 	}
-	return nil
+	return cfg.Shares.sized()
 }
 
 func serve(ctx context.Context, cfg Config, h http.Handler) error {

@@ -41,7 +41,7 @@ type network struct {
 // startNetwork sets up the kernel layer and serves the resolver and the
 // egress proxy. record receives every egress decision (for the event log);
 // it is bound after the manager exists, hence the pointer.
-func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, record *atomic.Pointer[func(policy.Decision)], log *slog.Logger) (*network, error) {
+func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, shares Shares, record *atomic.Pointer[func(policy.Decision)], log *slog.Logger) (*network, error) {
 	decide := func(d policy.Decision) {
 		if d.Time.IsZero() {
 			d.Time = time.Now()
@@ -61,6 +61,7 @@ func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, record *a
 	n := &network{layer: layer}
 	n.dns, err = dnsd.New(dnsd.Config{
 		Lookup: layer.Lookup, Decide: decide, OperatorAllowed: cfg.OperatorAllowed, Logger: log, Upstream: cfg.DNSUpstream,
+		MaxInFlightTotal: shares.DNSInFlight, MaxInFlight: shares.DNSInFlightPerSandbox, GuaranteedInFlight: shares.DNSGuaranteedInFlight,
 		OnResolved: func(id, _ string, addrs []netip.Addr, ttl time.Duration) {
 			if err := layer.AllowResolved(id, addrs, ttl); err != nil {
 				log.Warn("opening resolved addresses", "sandbox", id, "err", err)
@@ -74,6 +75,7 @@ func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, record *a
 	n.proxy, err = egress.New(egress.Config{
 		Lookup: layer.Lookup, Decide: decide, Resolved: n.dns.ResolvedNames,
 		OperatorAllowed: cfg.OperatorAllowed, Deny: []netip.Prefix{poolOf(cfg)}, Logger: log,
+		MaxConns: shares.EgressConns, MaxConnsPerSandbox: shares.EgressConnsPerSandbox, GuaranteedConns: shares.EgressGuaranteedConns,
 	})
 	if err != nil {
 		n.close()

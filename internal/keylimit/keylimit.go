@@ -1,5 +1,7 @@
 // Package keylimit bounds how many holders each key (a sandbox, a source
-// address) may have at once. It imports nothing from Corral.
+// address) may have at once: a plain per-key bound (Limiter), fair shares
+// of a ceiling all keys share (Shares), a lock per key (Mutex), and a
+// per-key rate of reports (Every). It imports nothing from Corral.
 package keylimit
 
 import "sync"

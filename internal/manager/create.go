@@ -125,13 +125,14 @@ func (m *Manager) turn(ctx context.Context, start func() error) error {
 	return start()
 }
 
-// admit registers a new sandbox within the live limit; its record is
-// written by the caller, outside the manager's lock.
+// admit registers a new sandbox within the live limit and the host's
+// capacity (capacity.go); its record is written by the caller, outside the
+// manager's lock.
 func (m *Manager) admit(rec *sandbox.Sandbox, rt runtime.Runtime) (*handle.Handle, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.handles) >= m.cfg.MaxSandboxes {
-		return nil, fmt.Errorf("%w: %d sandboxes already live (limit %d)", errdefs.ErrResourceExhausted, len(m.handles), m.cfg.MaxSandboxes)
+	if err := m.admissible(rec.Spec); err != nil {
+		return nil, err
 	}
 	h := handle.New(rec, rt, m.host)
 	m.handles[rec.ID] = h

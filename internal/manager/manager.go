@@ -29,6 +29,7 @@ import (
 	"corral/internal/errdefs"
 	"corral/internal/ids"
 	imagestore "corral/internal/image/store"
+	"corral/internal/keylimit"
 	"corral/internal/manager/handle"
 	"corral/internal/netpolicy/policy"
 	"corral/internal/records"
@@ -74,6 +75,13 @@ type Config struct {
 	// daemon's own that outlives restarts. Nil: a random one, so tokens
 	// change when the manager does.
 	PortKey []byte
+	// Capacity is what admission reserves sandboxes' requests against
+	// (capacity.go); zero: only MaxSandboxes bounds admission.
+	Capacity Capacity
+	// PortConns bounds the connections to exposed ports (limits.go).
+	PortConns PortConns
+	// SnapshotQuota bounds memory snapshots (snapquota.go).
+	SnapshotQuota SnapshotQuota
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it
@@ -106,6 +114,13 @@ type Manager struct {
 	foreground atomic.Int64
 	// starting holds a token per sandbox starting now (MaxStarting).
 	starting chan struct{}
+	// portConns shares the port connections among sandboxes; portReports
+	// rate-limits the refusals' events.
+	portConns   *keylimit.Shares
+	portReports keylimit.Every
+	// snapPending is what snapshots being saved now will take (snapquota.go).
+	snapMu      sync.Mutex
+	snapPending snapshotsPending
 
 	procs  Processes
 	files  Files
@@ -135,6 +150,8 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if len(cfg.PortKey) == 0 {
 		cfg.PortKey = randomBytes(32)
 	}
+	cfg.Capacity = cfg.Capacity.withDefaults()
+	cfg.SnapshotQuota = cfg.SnapshotQuota.withDefaults()
 	for _, d := range []string{cfg.sandboxesDir(), cfg.logsDir(), cfg.snapshotsDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", d, err)
@@ -144,11 +161,15 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	portConns, err := cfg.PortConns.shares()
+	if err != nil {
+		return nil, err
+	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{cfg: cfg, log: cfg.Logger, records: cfg.Records, ctx: lctx, cancel: cancel,
 		handles: map[string]*handle.Handle{}, versions: map[string]string{}, pools: pools,
 		decisions: make(chan policy.Decision, maxPendingDecisions), fillSlot: make(chan struct{}, 1),
-		starting: make(chan struct{}, cfg.MaxStarting)}
+		starting: make(chan struct{}, cfg.MaxStarting), portConns: portConns, portReports: keylimit.Every{Interval: limitReports}}
 	m.host = &handle.Host{Records: cfg.Records, Log: cfg.Logger, Images: cfg.Images,
 		AgentTimeout: cfg.AgentTimeout, Lifetime: lctx}
 	if n := cfg.Network; n != nil && n.Layer != nil {

@@ -119,6 +119,10 @@ func (m *Manager) writeDecisions() {
 		case <-m.ctx.Done():
 			return
 		case d := <-m.decisions:
+			if d.Limit != "" {
+				m.limitEvent(d.SandboxID, resourceOf(d.Via), d.Limit, d.LimitMax, d.Refused)
+				continue
+			}
 			kind := "egress_denied"
 			if d.Allowed {
 				kind = "egress_allowed"

@@ -57,6 +57,8 @@ func (s Ports) Access(id string, port int, token string, admin bool) error {
 // Dial opens a connection to an exposed port inside a sandbox, through
 // its agent. The sandbox counts as active until the connection is closed.
 // remote and what describe the client for the event log.
+// Each sandbox gets a share of the daemon's port connections (limits.go);
+// one over it is refused with resource_exhausted.
 func (s Ports) Dial(ctx context.Context, id string, port int, remote, what string) (net.Conn, error) {
 	a, err := s.m.acquire(ctx, id)
 	if err != nil {
@@ -66,16 +68,22 @@ func (s Ports) Dial(ctx context.Context, id string, port int, remote, what strin
 		a.release()
 		return nil, fmt.Errorf("%w: port %d of sandbox %s is not exposed", errdefs.ErrNotFound, port, id)
 	}
+	releaseSlot, err := s.acquirePortConn(id)
+	if err != nil {
+		a.release()
+		return nil, err
+	}
+	release := func() { releaseSlot(); a.release() }
 	conn, err := a.agent.DialPort(ctx, port)
 	fields := map[string]string{"port": fmt.Sprint(port), "remote": remote, "request": what}
 	if err != nil {
-		a.release()
+		release()
 		fields["error"] = err.Error()
 		a.h.Event("port_connection", "exposed port connection failed", fields)
 		return nil, err
 	}
 	a.h.Event("port_connection", "exposed port connection", fields)
-	return &releasingConn{Conn: conn, release: a.release}, nil
+	return &releasingConn{Conn: conn, release: release}, nil
 }
 
 // releasingConn releases the sandbox's activity when closed (the release

@@ -71,6 +71,11 @@ func (s Snapshots) Take(ctx context.Context, id, name string) (*sandbox.Snapshot
 		AgentProtocol: client.Version(), AgentVersion: client.AgentVersion(), CreatedAt: time.Now().UTC(),
 	}
 	rec.Spec.Name, rec.Spec.Entrypoint = "", nil
+	release, err := m.reserveSnapshot(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	rec.Dir = filepath.Join(m.cfg.snapshotsDir(), rec.ID)
 	if err := os.MkdirAll(rec.Dir, 0o700); err != nil {
 		return nil, err

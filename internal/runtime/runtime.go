@@ -199,6 +199,13 @@ type BootIDSetter interface {
 	SetBootID(ctx context.Context, ref Ref, id string) error
 }
 
+// MemoryReporter is a runtime that can say how much host memory a
+// sandbox uses now (its cgroup's charge): what the manager estimates a
+// memory snapshot's size from before it saves one.
+type MemoryReporter interface {
+	MemoryUsage(ref Ref) (int64, error)
+}
+
 // Versioner is a runtime that names its version: what a memory snapshot
 // records, so that only the same version restores it.
 type Versioner interface {

@@ -123,10 +123,19 @@ func (s *Spec) normalizeResources() error {
 	if s.CPULimit < 0 || s.CPULimit > MaxCPU || s.CPULimit != s.CPULimit {
 		return errdefs.Invalid("cpu_limit", "must be between 0 and %g cores, got %g", MaxCPU, s.CPULimit)
 	}
+	// The CPU limit defaults to the request, so a default sandbox cannot
+	// take more than its core from its neighbours; a limit given alone
+	// below the default request lowers the request with it, as memory does.
 	if s.CPU == 0 {
 		s.CPU = DefaultCPU
+		if s.CPULimit != 0 && s.CPULimit < s.CPU {
+			s.CPU = s.CPULimit
+		}
 	}
-	if s.CPULimit != 0 && s.CPULimit < s.CPU {
+	if s.CPULimit == 0 {
+		s.CPULimit = s.CPU
+	}
+	if s.CPULimit < s.CPU {
 		return errdefs.Invalid("cpu_limit", "%g is below the cpu request %g", s.CPULimit, s.CPU)
 	}
 	if s.MemoryMB < 0 || s.MemoryMB > MaxMemoryMB {

@@ -54,3 +54,32 @@ func TestNormalize(t *testing.T) {
 		})
 	}
 }
+
+// The CPU limit defaults to the request (a default sandbox has a ceiling),
+// and a limit given alone below the default request lowers the request.
+func TestNormalizeCPUDefaults(t *testing.T) {
+	tests := []struct {
+		name             string
+		spec             Spec
+		cpu, cpuLimit    float64
+		memory, memLimit int64
+	}{
+		{"defaults", Spec{}, DefaultCPU, DefaultCPU, DefaultMemoryMB, DefaultMemoryMB},
+		{"limit alone below the default request", Spec{CPULimit: 0.5}, 0.5, 0.5, DefaultMemoryMB, DefaultMemoryMB},
+		{"limit alone above the default request", Spec{CPULimit: 3}, DefaultCPU, 3, DefaultMemoryMB, DefaultMemoryMB},
+		{"request alone", Spec{CPU: 2}, 2, 2, DefaultMemoryMB, DefaultMemoryMB},
+		{"memory limit alone", Spec{MemoryLimitMB: 256}, DefaultCPU, DefaultCPU, 256, 256},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.spec
+			if err := s.Normalize(); err != nil {
+				t.Fatal(err)
+			}
+			if s.CPU != tt.cpu || s.CPULimit != tt.cpuLimit || s.MemoryMB != tt.memory || s.MemoryLimitMB != tt.memLimit {
+				t.Errorf("cpu %g/%g memory %d/%d, want %g/%g %d/%d", s.CPU, s.CPULimit, s.MemoryMB, s.MemoryLimitMB,
+					tt.cpu, tt.cpuLimit, tt.memory, tt.memLimit)
+			}
+		})
+	}
+}

@@ -231,6 +231,26 @@ type Version struct {
 	// details each.
 	WarmPool  *WarmPool  `json:"warm_pool,omitempty"`
 	WarmPools []WarmPool `json:"warm_pools,omitempty"`
+	// Capacity is what sandboxes are admitted against and what the
+	// admitted ones reserve.
+	Capacity Capacity `json:"capacity"`
+}
+
+// Capacity is the host's memory and CPUs for sandboxes (0 where the
+// daemon does not check that resource), the overcommit factors, what that
+// admits, and what live, starting and warm pool sandboxes reserve (their
+// requests: memory_mb and cpu).
+type Capacity struct {
+	MemoryMB           int64   `json:"memory_mb"`
+	CPU                float64 `json:"cpu"`
+	MemoryOvercommit   float64 `json:"memory_overcommit"`
+	CPUOvercommit      float64 `json:"cpu_overcommit"`
+	AdmittableMemoryMB int64   `json:"admittable_memory_mb"`
+	AdmittableCPU      float64 `json:"admittable_cpu"`
+	ReservedMemoryMB   int64   `json:"reserved_memory_mb"`
+	ReservedCPU        float64 `json:"reserved_cpu"`
+	Sandboxes          int     `json:"sandboxes"`
+	MaxSandboxes       int     `json:"max_sandboxes"`
 }
 
 // WarmPool says how many started sandboxes of a spec wait (in a sum, the

@@ -49,7 +49,7 @@ var allowed = map[string][]string{
 	"corral/internal/image/tartest": {},
 	"corral/internal/keylimit":      {},
 	"corral/internal/manager": {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/ids",
-		"corral/internal/image/oci", "corral/internal/image/overlaytar", "corral/internal/image/store", "corral/internal/manager/handle",
+		"corral/internal/image/oci", "corral/internal/image/overlaytar", "corral/internal/image/store", "corral/internal/keylimit", "corral/internal/manager/handle",
 		"corral/internal/netpolicy", "corral/internal/netpolicy/policy", "corral/internal/records", "corral/internal/runtime", "corral/internal/sandbox"},
 	"corral/internal/manager/handle": {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/image/store", "corral/internal/netpolicy",
 		"corral/internal/records", "corral/internal/runtime", "corral/internal/sandbox"},

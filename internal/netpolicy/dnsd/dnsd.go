@@ -45,7 +45,14 @@ const (
 	DefaultMaxTTL      = 5 * time.Minute
 	DefaultMinOpen     = 2 * time.Minute
 	DefaultMaxInFlight = 32
-	DefaultCacheSize   = 4096
+	// DefaultMaxInFlightTotal bounds the queries at the upstream, all
+	// sandboxes together: half the UDP workers, so queries waiting on the
+	// upstream never hold them all.
+	DefaultMaxInFlightTotal   = maxUDPWorkers / 2
+	DefaultGuaranteedInFlight = 4
+	DefaultCacheSize          = 4096
+	// refusalReports is how often a sandbox refused by a bound is told.
+	refusalReports = time.Second
 
 	// maxQuery bounds a query read from a sandbox, over UDP or TCP.
 	maxQuery = 4096
@@ -56,9 +63,11 @@ const (
 	// beyond it are dropped (the sandbox's stub retries).
 	maxUDPWorkers = 1024
 	// maxTCPConns bounds TCP connections overall, maxTCPConnsPerSource per
-	// source address.
+	// sandbox (or source address), each sandbox guaranteed
+	// guaranteedTCPConns of them.
 	maxTCPConns          = 256
 	maxTCPConnsPerSource = 8
+	guaranteedTCPConns   = 2
 	// tcpIdle closes a TCP connection that sends no complete query.
 	tcpIdle = 10 * time.Second
 )
@@ -91,8 +100,14 @@ type Config struct {
 	// remembered, so a client that connects a little after a short TTL
 	// runs out still gets through.
 	MinOpen time.Duration
-	// MaxInFlight bounds the queries one sandbox has at the upstream.
-	MaxInFlight int
+	// MaxInFlight bounds the queries one sandbox has at the upstream,
+	// MaxInFlightTotal those of all sandboxes together; each sandbox's
+	// first GuaranteedInFlight are given whatever others hold (queries
+	// beyond a sandbox's share never take the last half of the total:
+	// keylimit.Shares).
+	MaxInFlight        int
+	MaxInFlightTotal   int
+	GuaranteedInFlight int
 	// CacheSize bounds the (address, name) pairs remembered per sandbox.
 	CacheSize int
 }
@@ -113,10 +128,10 @@ type Server struct {
 	closed bool
 	wg     sync.WaitGroup // Serve calls and everything they started
 
-	inflight   keylimit.Limiter // per sandbox
-	tcpPerSrc  keylimit.Limiter // per source address
+	inflight   *keylimit.Shares // upstream queries, per sandbox
+	tcpConns   *keylimit.Shares // TCP connections, per sandbox (or source)
+	reports    keylimit.Every   // refusal reports, per sandbox
 	udpWorkers chan struct{}
-	tcpConns   chan struct{}
 	cache      *cache
 }
 
@@ -134,7 +149,14 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.Timeout, DefaultTimeout)
 	setDefault(&cfg.MaxTTL, DefaultMaxTTL)
 	setDefault(&cfg.MinOpen, DefaultMinOpen)
-	setDefault(&cfg.MaxInFlight, DefaultMaxInFlight)
+	setDefault(&cfg.MaxInFlightTotal, DefaultMaxInFlightTotal)
+	setDefault(&cfg.MaxInFlight, min(DefaultMaxInFlight, cfg.MaxInFlightTotal))
+	setDefault(&cfg.GuaranteedInFlight, min(DefaultGuaranteedInFlight, cfg.MaxInFlight))
+	inflight := &keylimit.Shares{Total: cfg.MaxInFlightTotal, PerKey: cfg.MaxInFlight,
+		Guaranteed: cfg.GuaranteedInFlight, Reserve: cfg.MaxInFlightTotal / 2}
+	if err := inflight.Check(); err != nil {
+		return nil, errdefs.Invalid("dns queries in flight", "%v", err)
+	}
 	setDefault(&cfg.CacheSize, DefaultCacheSize)
 	upstream := cfg.Upstream
 	if len(upstream) == 0 {
@@ -150,15 +172,16 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:        cfg,
-		log:        cfg.Logger.With("op", "dns"),
-		upstream:   upstream,
-		ctx:        ctx,
-		cancel:     cancel,
-		inflight:   keylimit.Limiter{Max: cfg.MaxInFlight},
-		tcpPerSrc:  keylimit.Limiter{Max: maxTCPConnsPerSource},
+		cfg:      cfg,
+		log:      cfg.Logger.With("op", "dns"),
+		upstream: upstream,
+		ctx:      ctx,
+		cancel:   cancel,
+		inflight: inflight,
+		tcpConns: &keylimit.Shares{Total: maxTCPConns, PerKey: maxTCPConnsPerSource,
+			Guaranteed: guaranteedTCPConns, Reserve: maxTCPConns / 2},
+		reports:    keylimit.Every{Interval: refusalReports},
 		udpWorkers: make(chan struct{}, maxUDPWorkers),
-		tcpConns:   make(chan struct{}, maxTCPConns),
 		cache:      newCache(cfg.CacheSize),
 	}
 	s.exchange = s.forward
@@ -309,22 +332,17 @@ func (s *Server) serveTCP(ctx context.Context, l net.Listener, wg *sync.WaitGrou
 		backoff = 0
 		src := addrOf(c.RemoteAddr())
 		key := src.String()
-		if !s.tcpPerSrc.Acquire(key) {
-			c.Close()
-			continue
+		if id, _, ok := s.cfg.Lookup(src); ok {
+			key = id
 		}
-		select {
-		case s.tcpConns <- struct{}{}:
-		default:
-			s.tcpPerSrc.Release(key)
+		if s.tcpConns.Acquire(key) != keylimit.Granted {
 			c.Close()
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer s.tcpPerSrc.Release(key)
-			defer func() { <-s.tcpConns }()
+			defer s.tcpConns.Release(key)
 			s.serveTCPConn(ctx, c, src)
 		}()
 	}

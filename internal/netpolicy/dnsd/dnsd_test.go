@@ -448,6 +448,10 @@ func TestInFlightBound(t *testing.T) {
 	if r := f.query(t, "udp", "allowed.test.", dns.TypeA, nil); r.Rcode != dns.RcodeServerFailure {
 		t.Errorf("second query: %s, want SERVFAIL while the first holds the slot", dns.RcodeToString[r.Rcode])
 	}
+	if ds := f.takeDecisions(); len(ds) != 1 || ds[0].Allowed || ds[0].Reason != ReasonTooMany ||
+		ds[0].Limit != "per_sandbox" || ds[0].LimitMax != 1 || ds[0].Refused != 1 {
+		t.Errorf("decisions %+v, want one refusal naming the per-sandbox bound of 1", ds)
+	}
 	if r := <-slow; r == nil || r.Rcode != dns.RcodeServerFailure {
 		t.Errorf("slow query: %v", r)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"corral/internal/keylimit"
 	"corral/internal/netpolicy/policy"
 )
 
@@ -20,6 +21,7 @@ const (
 	ReasonNotAllowed   = "not in domain_allowlist"
 	ReasonRebinding    = "internal address in answer"
 	ReasonUpstreamFail = "upstream failed"
+	ReasonTooMany      = "too many queries in flight"
 )
 
 // serveTCPConn answers length-prefixed queries on c until it goes idle,
@@ -95,8 +97,8 @@ func (s *Server) handle(ctx context.Context, src netip.Addr, raw []byte, tcp boo
 		s.decide(decision, false, ReasonNotAllowed)
 		return s.reply(req, dns.RcodeNameError, size)
 	}
-	if !s.inflight.Acquire(sandboxID) {
-		s.log.Debug("dns query refused: too many in flight", "sandbox", sandboxID, "name", name)
+	if r := s.inflight.Acquire(sandboxID); r != keylimit.Granted {
+		s.refused(decision, r)
 		return s.reply(req, dns.RcodeServerFailure, size)
 	}
 	defer s.inflight.Release(sandboxID)
@@ -132,6 +134,21 @@ func replySize(req *dns.Msg, tcp bool) int {
 		return min(max(int(opt.UDPSize()), dns.MinMsgSize), maxUDPReply)
 	}
 	return dns.MinMsgSize
+}
+
+// refused reports a query refused by a bound on queries in flight, at
+// most once a second per sandbox and bound.
+func (s *Server) refused(d policy.Decision, r keylimit.Refusal) {
+	report, n := s.reports.Allow(d.SandboxID+" "+r.String(), time.Now())
+	if !report {
+		return
+	}
+	d.Limit, d.Refused, d.LimitMax = r.String(), n, s.cfg.MaxInFlight
+	if r == keylimit.RefusedShared {
+		d.LimitMax = s.cfg.MaxInFlightTotal
+	}
+	s.decide(d, false, ReasonTooMany)
+	s.log.Info("dns queries refused: sandbox over its share", "sandbox", d.SandboxID, "limit", d.Limit, "refused", n)
 }
 
 func (s *Server) decide(d policy.Decision, allowed bool, reason string) {

@@ -35,31 +35,19 @@ const (
 
 // handle decides one sandbox connection and, when it is allowed, splices
 // it to its original destination. It always closes c.
-func (p *Proxy) handle(ctx context.Context, c *net.TCPConn) {
+func (p *Proxy) handle(ctx context.Context, c *net.TCPConn, sandboxID string, pol policy.Policy) {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 
-	src := addrPortOf(c.RemoteAddr()).Addr()
-	sandboxID, pol, ok := p.cfg.Lookup(src)
-	if !ok {
-		p.log.Warn("connection from unknown source", "src", src)
-		return
-	}
 	log := p.log.With("sandbox", sandboxID)
 	dst, err := p.cfg.OriginalDst(c)
 	if err != nil {
-		log.Warn("connection without original destination", "src", src, "err", err)
+		log.Warn("connection without original destination", "src", c.RemoteAddr(), "err", err)
 		return
 	}
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	d := policy.Decision{SandboxID: sandboxID, Proto: "tcp", Via: "proxy", Dst: dst.Addr(), Port: dst.Port()}
-	if !p.perSandbox.Acquire(sandboxID) {
-		p.decide(d, false, ReasonTooMany)
-		return
-	}
-	defer p.perSandbox.Release(sandboxID)
-
 	if reason := p.checkAddr(pol, dst, c, log); reason != "" {
 		p.decide(d, false, reason)
 		return

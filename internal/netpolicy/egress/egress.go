@@ -50,7 +50,10 @@ const (
 	DefaultIdleTimeout        = 10 * time.Minute
 	DefaultDialTimeout        = 10 * time.Second
 	DefaultMaxConns           = 4096
-	DefaultMaxConnsPerSandbox = 512
+	DefaultMaxConnsPerSandbox = 256
+	DefaultGuaranteedConns    = 32
+	// refusalReports is how often a sandbox refused by a bound is told.
+	refusalReports = time.Second
 
 	// MaxPeek bounds the bytes read before a decision in domain mode.
 	MaxPeek = 16 << 10
@@ -90,9 +93,15 @@ type Config struct {
 	IdleTimeout time.Duration
 	// DialTimeout bounds the connection to the destination.
 	DialTimeout time.Duration
-	// MaxConns and MaxConnsPerSandbox bound concurrent connections.
+	// MaxConns bounds concurrent connections, all sandboxes together;
+	// MaxConnsPerSandbox bounds one sandbox's. GuaranteedConns is each
+	// sandbox's share: its first GuaranteedConns connections are given
+	// whatever other sandboxes hold, because connections beyond a
+	// sandbox's share never take the last half of MaxConns
+	// (keylimit.Shares).
 	MaxConns           int
 	MaxConnsPerSandbox int
+	GuaranteedConns    int
 }
 
 // Proxy is the egress proxy. Create it with New, run it with Serve, stop
@@ -108,9 +117,9 @@ type Proxy struct {
 	closed bool
 	wg     sync.WaitGroup // Serve calls and their connections
 
-	slots      chan struct{} // overall connection bound
-	perSandbox keylimit.Limiter
-	local      localAddrs
+	shares  *keylimit.Shares // connection bounds
+	reports keylimit.Every   // refusal reports, per sandbox and bound
+	local   localAddrs
 }
 
 // New checks cfg, fills in defaults and returns a Proxy.
@@ -134,7 +143,13 @@ func New(cfg Config) (*Proxy, error) {
 	setDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&cfg.DialTimeout, DefaultDialTimeout)
 	setDefault(&cfg.MaxConns, DefaultMaxConns)
-	setDefault(&cfg.MaxConnsPerSandbox, DefaultMaxConnsPerSandbox)
+	setDefault(&cfg.MaxConnsPerSandbox, min(DefaultMaxConnsPerSandbox, cfg.MaxConns))
+	setDefault(&cfg.GuaranteedConns, min(DefaultGuaranteedConns, cfg.MaxConnsPerSandbox))
+	shares := &keylimit.Shares{Total: cfg.MaxConns, PerKey: cfg.MaxConnsPerSandbox,
+		Guaranteed: cfg.GuaranteedConns, Reserve: cfg.MaxConns / 2}
+	if err := shares.Check(); err != nil {
+		return nil, errdefs.Invalid("egress connections", "%v", err)
+	}
 	if cfg.Dial == nil {
 		d := &net.Dialer{Timeout: cfg.DialTimeout}
 		cfg.Dial = d.DialContext
@@ -144,13 +159,13 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Proxy{
-		cfg:        cfg,
-		log:        cfg.Logger.With("op", "egress"),
-		ctx:        ctx,
-		cancel:     cancel,
-		slots:      make(chan struct{}, cfg.MaxConns),
-		perSandbox: keylimit.Limiter{Max: cfg.MaxConnsPerSandbox},
-		local:      localAddrs{list: cfg.LocalAddrs},
+		cfg:     cfg,
+		log:     cfg.Logger.With("op", "egress"),
+		ctx:     ctx,
+		cancel:  cancel,
+		shares:  shares,
+		reports: keylimit.Every{Interval: refusalReports},
+		local:   localAddrs{list: cfg.LocalAddrs},
 	}, nil
 }
 
@@ -205,20 +220,49 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 			c.Close()
 			return fmt.Errorf("egress proxy: listener gave a %T, want TCP", c)
 		}
-		select {
-		case p.slots <- struct{}{}:
-		default:
-			p.log.Warn("connection refused: proxy at its connection limit", "src", c.RemoteAddr())
-			c.Close()
+		sandboxID, pol, ok := p.admit(tc)
+		if !ok {
 			continue
 		}
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
-			defer func() { <-p.slots }()
-			p.handle(ctx, tc)
+			defer p.shares.Release(sandboxID)
+			p.handle(ctx, tc, sandboxID, pol)
 		}()
 	}
+}
+
+// admit finds the sandbox of a new connection and takes a slot of its
+// share; a connection from no sandbox, or over a bound, is closed (reset)
+// here, before any goroutine is spent on it.
+func (p *Proxy) admit(c *net.TCPConn) (string, policy.Policy, bool) {
+	src := addrPortOf(c.RemoteAddr()).Addr()
+	sandboxID, pol, ok := p.cfg.Lookup(src)
+	if !ok {
+		p.log.Warn("connection from unknown source", "src", src)
+		c.Close()
+		return "", pol, false
+	}
+	r := p.shares.Acquire(sandboxID)
+	if r == keylimit.Granted {
+		return sandboxID, pol, true
+	}
+	if report, n := p.reports.Allow(sandboxID+" "+r.String(), time.Now()); report {
+		d := policy.Decision{SandboxID: sandboxID, Proto: "tcp", Via: "proxy", Limit: r.String(), Refused: n}
+		if dst, err := p.cfg.OriginalDst(c); err == nil {
+			d.Dst, d.Port = dst.Addr().Unmap(), dst.Port()
+		}
+		d.LimitMax = p.cfg.MaxConnsPerSandbox
+		if r == keylimit.RefusedShared {
+			d.LimitMax = p.cfg.MaxConns
+		}
+		p.decide(d, false, ReasonTooMany)
+		p.log.Info("connections refused: sandbox over its share", "sandbox", sandboxID, "limit", r.String(), "refused", n)
+	}
+	c.SetLinger(0)
+	c.Close()
+	return "", pol, false
 }
 
 // Close stops every Serve call and waits for them and their connections.

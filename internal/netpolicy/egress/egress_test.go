@@ -284,25 +284,92 @@ func TestPerSandboxLimit(t *testing.T) {
 	if d := f.decision(); !d.Allowed {
 		t.Fatalf("first: %+v", d)
 	}
-	second := f.dial("198.51.100.7:443")
-	if d := f.decision(); d.Allowed || d.Reason != ReasonTooMany {
+	// The refusal is a reset, which may beat the dial's return.
+	d0 := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}
+	second, err := d0.Dial("tcp", f.addr)
+	if err == nil {
+		f.mu.Lock()
+		f.dsts[addrPortOf(second.LocalAddr()).Port()] = netip.MustParseAddrPort("198.51.100.7:443")
+		f.mu.Unlock()
+		defer second.Close()
+	}
+	d := f.decision()
+	if d.Allowed || d.Reason != ReasonTooMany {
 		t.Fatalf("second: %+v", d)
 	}
-	expectClosed(t, second)
+	if d.Limit != "per_sandbox" || d.LimitMax != 1 || d.Refused != 1 {
+		t.Errorf("refusal names limit %q of %d (%d refused), want per_sandbox of 1", d.Limit, d.LimitMax, d.Refused)
+	}
+	if err == nil {
+		expectClosed(t, second)
+	}
 	first.Close()
 	// The slot frees once the first connection's splice ends.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c := f.dial("198.51.100.7:443")
-		d := f.decision()
-		c.Close()
-		if d.Allowed {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if held, _ := f.proxy.shares.Held("sb-1"); held == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("slot never freed")
 		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	c := f.dial("198.51.100.7:443")
+	if d := f.decision(); !d.Allowed {
+		t.Fatalf("after the first closed: %+v", d)
+	}
+	c.Close()
+}
+
+// Two hostile sandboxes that open all the connections they can leave a
+// third its guaranteed share; each refusal is reported once a second at
+// most, naming the bound.
+func TestFairShares(t *testing.T) {
+	f := newFixture(t, echoServer(t), func(c *Config) {
+		c.MaxConns, c.MaxConnsPerSandbox, c.GuaranteedConns = 8, 4, 2
+		c.Lookup = func(src netip.Addr) (string, policy.Policy, bool) {
+			return map[string]string{"127.0.0.1": "sb-1", "127.0.0.2": "sb-2", "127.0.0.3": "sb-3"}[src.String()], policy.Policy{}, true
+		}
+		c.OriginalDst = func(*net.TCPConn) (netip.AddrPort, error) { return netip.MustParseAddrPort("198.51.100.7:443"), nil }
+	})
+	// A refused connection is reset at once, which may beat the dial's
+	// return: a reset dial is a refusal too.
+	dial := func(src string) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		if c, err := d.Dial("tcp", f.addr); err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+	}
+	hostile := func(src string) (held int, refusal policy.Decision) {
+		for {
+			dial(src)
+			if d := f.decision(); !d.Allowed {
+				return held, d
+			}
+			held++
+		}
+	}
+	// sb-2 takes its share and bursts to its own limit; sb-3 gets its
+	// share, and no burst: bursts may not use the last half of the
+	// ceiling.
+	if held, d := hostile("127.0.0.2"); held != 4 || d.Limit != "per_sandbox" || d.LimitMax != 4 {
+		t.Errorf("sb-2 held %d, then %+v", held, d)
+	}
+	if held, d := hostile("127.0.0.3"); held != 2 || d.Limit != "shared" || d.LimitMax != 8 || d.SandboxID != "sb-3" {
+		t.Errorf("sb-3 held %d, then %+v", held, d)
+	}
+	// Refused again within the second: no report.
+	dial("127.0.0.3")
+	f.noDecision()
+	for i := range 2 {
+		c := f.dial("198.51.100.7:443")
+		if d := f.decision(); !d.Allowed {
+			t.Fatalf("victim's connection %d: %+v", i+1, d)
+		}
+		fmt.Fprintf(c, "ping %d\n", i)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || line != fmt.Sprintf("ping %d\n", i) {
+			t.Fatalf("victim's connection %d: %q %v", i+1, line, err)
+		}
 	}
 }
 

@@ -158,6 +158,13 @@ type Decision struct {
 	Domain    string // the name, when known (DNS query, SNI, Host)
 	Reason    string // why: "internal range", "not in cidr_allowlist", ...
 	Via       string // enforcement point: "nftables", "dns", "proxy"
+	// Limit, on a refusal by a fair-share bound of the resolver or the
+	// proxy, names the bound ("per_sandbox" or "shared") and LimitMax its
+	// size; Refused counts the refusals the decision reports (they are
+	// reported at most once a second per sandbox and bound).
+	Limit    string
+	LimitMax int
+	Refused  int
 }
 
 func (d Decision) String() string {
