@@ -70,10 +70,6 @@ func inconclusive(tried string, err error) Result {
 	return Result{Tried: tried, Status: Inconclusive, Evidence: err.Error()}
 }
 
-func skipped(tried, why string) Result {
-	return Result{Tried: tried, Status: Skipped, Evidence: why}
-}
-
 // joinMax joins at most n items, saying how many more there were.
 func joinMax(items []string, n int) string {
 	if len(items) <= n {

@@ -81,15 +81,6 @@ func statusKiB(pid int, key string) int64 {
 	return -1
 }
 
-// fdCount counts a process's open descriptors.
-func fdCount(pid int) int {
-	ents, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
-	if err != nil {
-		return -1
-	}
-	return len(ents)
-}
-
 // cgroupsOf lists every cgroup directory named id, in any hierarchy, at
 // most three levels down.
 func cgroupsOf(id string) []string {
@@ -141,15 +132,6 @@ func setuidOrDevices(p string) []string {
 		return nil
 	})
 	return out
-}
-
-// freeBytes is the space free for root on p's filesystem.
-func freeBytes(p string) int64 {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(p, &st); err != nil {
-		return -1
-	}
-	return int64(st.Bfree) * st.Bsize
 }
 
 func exists(p string) bool {

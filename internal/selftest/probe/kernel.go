@@ -24,7 +24,7 @@ type Node struct {
 	Minor uint32 `json:"minor"`
 }
 
-// DevicesArgs: make each node in a scratch directory and read its first
+// DevicesArgs ask the probe to make each node in a scratch directory and read its first
 // Read bytes.
 type DevicesArgs struct {
 	Nodes []Node `json:"nodes"`
@@ -105,7 +105,7 @@ func readHead(p string, n int) (openErr, readErr, sum string) {
 	return "", "", hex.EncodeToString(h[:])
 }
 
-// MountsArgs: the marker file name to look for through every mount made.
+// MountsArgs name the marker file to look for through every mount made.
 type MountsArgs struct {
 	Marker     string `json:"marker"`
 	MaxEntries int    `json:"max_entries,omitempty"`
@@ -208,7 +208,7 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// ProcSysArgs: the values the probe writes into the kernel's settings.
+// ProcSysArgs are the values the probe writes into the kernel's settings.
 type ProcSysArgs struct {
 	Hostname    string `json:"hostname"`
 	CorePattern string `json:"core_pattern"`
@@ -325,7 +325,7 @@ func bpfProgLoad() *[128]byte {
 	return &attr
 }
 
-// HijackArgs: where the agent's channel is, and how long to hold it.
+// HijackArgs say where the agent's channel is, and how long to hold it.
 type HijackArgs struct {
 	Socket  string `json:"socket"` // the agent's socket (gVisor)
 	Seconds int    `json:"seconds,omitempty"`
@@ -377,7 +377,7 @@ func hijack(raw json.RawMessage) (any, error) {
 	return map[string]any{"tries": tries}, nil
 }
 
-// PlantArgs: the directory to plant host-usable files in.
+// PlantArgs name the directory to plant host-usable files in.
 type PlantArgs struct {
 	Dir string `json:"dir"`
 }

@@ -163,7 +163,7 @@ func rawForkPause() (int, unix.Errno) {
 	return int(pid), 0
 }
 
-// AllocArgs: touch MB MiB of anonymous memory, ChunkMB at a time.
+// AllocArgs ask the probe to touch MB MiB of anonymous memory, ChunkMB at a time.
 type AllocArgs struct {
 	MB      int `json:"mb,omitempty"`
 	ChunkMB int `json:"chunk_mb,omitempty"`
@@ -199,7 +199,7 @@ func alloc(raw json.RawMessage) (any, error) {
 	return r, nil
 }
 
-// OutputArgs: write Bytes of output to stdout as fast as possible.
+// OutputArgs ask the probe to write Bytes of output to stdout as fast as possible.
 type OutputArgs struct {
 	Bytes int64 `json:"bytes,omitempty"`
 }
@@ -221,7 +221,7 @@ func output(raw json.RawMessage) (any, error) {
 	return map[string]any{"written": n}, nil
 }
 
-// BurnArgs: keep Threads threads busy for Seconds.
+// BurnArgs ask the probe to keep Threads threads busy for Seconds.
 type BurnArgs struct {
 	Threads int `json:"threads,omitempty"`
 	Seconds int `json:"seconds,omitempty"`
@@ -253,7 +253,7 @@ func burn(raw json.RawMessage) (any, error) {
 	return map[string]int{"threads": a.Threads}, nil
 }
 
-// OutliveArgs: start Count detached processes whose command lines hold
+// OutliveArgs ask the probe to start Count detached processes whose command lines hold
 // Marker and that ignore every catchable signal.
 type OutliveArgs struct {
 	Marker string `json:"marker"`
@@ -278,7 +278,7 @@ func outlive(raw json.RawMessage) (any, error) {
 	return map[string]int{"started": a.Count}, nil
 }
 
-// LingerArgs: stage 1 starts stage 2 and exits; stage 2 ignores signals,
+// LingerArgs give the stage: stage 1 starts stage 2 and exits; stage 2 ignores signals,
 // starts one more lingerer (stage 3) and waits forever.
 type LingerArgs struct {
 	Marker string `json:"marker"`
