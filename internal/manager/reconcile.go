@@ -56,6 +56,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	m.endUnfinishedForks(ctx, snaps)
 	for _, sn := range snaps {
 		known[sn.ID] = true // holds an image lease
 	}
