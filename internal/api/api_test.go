@@ -181,6 +181,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"wrong type", "POST", "/v1/sandboxes", `{"memory_mb": "lots"}`, 400, "memory_mb"},
 		{"bad runtime", "POST", "/v1/sandboxes", `{"runtime": "docker"}`, 400, "runtime"},
 		{"limit below request", "POST", "/v1/sandboxes", `{"cpu": 2, "cpu_limit": 1}`, 400, "cpu_limit"},
+		{"the daemon's tag", "POST", "/v1/sandboxes", `{"tags": {"corral.build/step": "1"}}`, 400, "tags"},
+		{"the daemon's snapshot name", "POST", "/v1/sandboxes/" + id + "/snapshots/memory", `{"name": "corral.fork-1"}`, 400, "name"},
 		{"trailing data", "POST", "/v1/sandboxes", `{} {}`, 400, "trailing"},
 		{"empty body", "POST", "/v1/sandboxes", ``, 400, "empty"},
 		{"huge body", "POST", "/v1/sandboxes", `{"name": "` + strings.Repeat("a", 2<<20) + `"}`, 400, "larger"},

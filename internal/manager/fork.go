@@ -16,7 +16,7 @@ import (
 const MaxFork = 16
 
 // ForkedFromTag is the tag a fork's copies carry, naming their parent.
-const ForkedFromTag = "corral.forked_from"
+const ForkedFromTag = ReservedTagPrefix + "forked_from"
 
 // forkPrefix begins the name of a fork's own snapshot (removed before the
 // fork answers), so that a daemon restarted while a fork ran knows the
