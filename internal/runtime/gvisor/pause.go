@@ -27,6 +27,10 @@ const (
 	checkpointTimeout = 5 * time.Minute
 	releaseTimeout    = 5 * time.Second
 	relistenEvery     = 250 * time.Millisecond
+	// unmarkedNudgeAfter is how long Dial waits for the socket of an
+	// unmarked sandbox before it nudges the agent anyway (nudge): far
+	// longer than a starting agent takes to listen.
+	unmarkedNudgeAfter = 2 * time.Second
 )
 
 var (
@@ -183,9 +187,19 @@ func waitReleased(ctx context.Context, sock string) error {
 }
 
 // nudge asks a sandbox's agent that released its socket for a checkpoint
-// to listen again (SIGUSR2 to PID 1); it reports whether it was due.
-func (r *Runtime) nudge(ctx context.Context, ref runtime.Ref) bool {
-	if _, err := os.Stat(filepath.Join(ref.Dir, relistenFile)); err != nil {
+// to listen again (SIGUSR2 to PID 1); it reports whether it was due: when
+// the relisten file marks the sandbox, or when unmarked is set.
+//
+// Unmarked nudges are for an agent whose session a daemon ended before a
+// checkpoint and which the daemon was killed before marking: the agent
+// releases its socket when the session ends, the runtime marks the
+// sandbox only later, and the next daemon would otherwise wait for a
+// socket that never comes. SIGUSR2 harms no agent: one that listens
+// ignores it (Relisten); a Go program that does not ask for SIGUSR2
+// catches and drops it; and before the Go runtime is up PID 1 ignores a
+// signal it has no handler for.
+func (r *Runtime) nudge(ctx context.Context, ref runtime.Ref, unmarked bool) bool {
+	if _, err := os.Stat(filepath.Join(ref.Dir, relistenFile)); err != nil && !unmarked {
 		return false
 	}
 	if _, err := r.runsc(ctx, commandTimeout, ref.Dir, "kill", ref.ID, "USR2"); err != nil {

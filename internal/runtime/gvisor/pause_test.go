@@ -30,6 +30,8 @@ func TestInterruptedSave(t *testing.T) {
 		after func(t *testing.T, ref runtime.Ref) // what the killed daemon got done after ending the session
 		want  runtime.State
 	}{
+		// Killed before the runtime marked the sandbox for a relisten.
+		{"session ended", func(*testing.T, runtime.Ref) {}, runtime.StateRunning},
 		// Killed once the checkpoint was written, before the pause ended
 		// the container.
 		{"image written", func(t *testing.T, ref runtime.Ref) {

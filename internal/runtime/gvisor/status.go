@@ -35,6 +35,7 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 	}
 	path := filepath.Join(ref.Dir, chanDirName, agentSocket)
 	var lastNudge time.Time
+	start := time.Now()
 	for {
 		conn, err := dialNoFollow(ctx, path)
 		if err == nil {
@@ -43,7 +44,7 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 			}
 			return conn, nil
 		}
-		if time.Since(lastNudge) >= relistenEvery && r.nudge(ctx, ref) {
+		if time.Since(lastNudge) >= relistenEvery && r.nudge(ctx, ref, time.Since(start) >= unmarkedNudgeAfter) {
 			lastNudge = time.Now()
 		}
 		select {
