@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -339,5 +340,22 @@ func TestAPITerminateNoWait(t *testing.T) {
 	}
 	if rec, err := e.c.TerminateNoWait(ctx, sb.ID); err != nil || rec.State != "terminated" {
 		t.Errorf("again, once ended: %+v %v", rec, err)
+	}
+}
+
+// The debug endpoint measures the daemon itself, after a collection when
+// asked, and refuses a gc value it cannot read.
+func TestAPIDebugRuntime(t *testing.T) {
+	e := newAPIEnv(t)
+	status, body := e.raw("GET", "/v1/debug/runtime?gc=true", "")
+	var rt apiv1.DebugRuntime
+	if err := json.Unmarshal([]byte(body), &rt); status != 200 || err != nil {
+		t.Fatalf("%d %s: %v", status, body, err)
+	}
+	if !rt.GC || rt.Goroutines < 2 || rt.RSSBytes <= 0 || rt.OpenFDs < 3 || rt.Threads < 1 || rt.HeapAllocBytes == 0 || rt.NumGC == 0 {
+		t.Errorf("debug runtime: %+v", rt)
+	}
+	if status, body := e.raw("GET", "/v1/debug/runtime?gc=maybe", ""); status != 400 || !strings.Contains(body, "gc") {
+		t.Errorf("gc=maybe: %d %s", status, body)
 	}
 }
