@@ -12,9 +12,6 @@ import (
 	"corral/pkg/apiv1"
 )
 
-// chaosKills is how many times the chaos test kills the daemon.
-const chaosKills = 50
-
 // The "survives faults": the daemon is killed with SIGKILL at a
 // random point of a create, pause, memory snapshot, fork or image build
 // (with a run step), 50 times, and restarted on the same state directory
@@ -25,9 +22,21 @@ const chaosKills = 50
 // live and working, or ended with a reason); once everything is removed
 // nothing is left on the host. CORRAL_CHAOS_SEED=N replays a run.
 func TestChaosKill9(t *testing.T) {
+	runChaos(t, "gvisor", 50, chaosOps)
+}
+
+// The same on vm sandboxes, fewer times (a guest boots in seconds under
+// TCG): creates, pauses, memory snapshots and forks of QEMU guests.
+func TestChaosKill9VM(t *testing.T) {
+	runChaos(t, "vm", 20, chaosOps[:4])
+}
+
+// runChaos kills the daemon kills times, in ops spread evenly, on
+// sandboxes of runtime rt.
+func runChaos(t *testing.T, rt string, kills int, ops []chaosOp) {
 	seed := chaosSeed(t)
 	c := &chaos{
-		t: t, d: startDaemon(t, "--max-sandboxes", "64"), seed: seed,
+		t: t, d: startDaemon(t, "--max-sandboxes", "64"), runtime: rt, seed: seed,
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seen: map[string]bool{},
 		typical: map[string]time.Duration{}, inside: map[string]int{}, after: map[string]int{},
 	}
@@ -37,17 +46,17 @@ func TestChaosKill9(t *testing.T) {
 		}
 	})
 	start := time.Now()
-	for _, op := range chaosOps {
+	for _, op := range ops {
 		c.calibrate(op)
 	}
-	for i, op := range c.plan() {
+	for i, op := range c.plan(ops, kills) {
 		c.round(i, op)
 		if t.Failed() {
 			return // the first broken invariant is the one worth reading
 		}
 	}
 	t.Logf("%d kills in %s; inside an operation / after its answer: %v / %v; typical durations %v",
-		chaosKills, time.Since(start).Round(time.Second), c.inside, c.after, c.typical)
+		kills, time.Since(start).Round(time.Second), c.inside, c.after, c.typical)
 	c.finish()
 }
 
@@ -81,14 +90,14 @@ var chaosOps = []chaosOp{
 	{"build", (*chaos).opBuild},
 }
 
-// plan is the kills' operations: each as often, in a random order.
-func (c *chaos) plan() []chaosOp {
-	var ops []chaosOp
-	for i := range chaosKills {
-		ops = append(ops, chaosOps[i%len(chaosOps)])
+// plan is the kills' operations: each of ops as often, in a random order.
+func (c *chaos) plan(ops []chaosOp, kills int) []chaosOp {
+	var plan []chaosOp
+	for i := range kills {
+		plan = append(plan, ops[i%len(ops)])
 	}
-	c.rng.Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
-	return ops
+	c.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+	return plan
 }
 
 // calibrate runs op to its end twice, to learn how long it takes here
@@ -165,7 +174,7 @@ func (c *chaos) opCreate(ctx context.Context) (func(), error) {
 	n := c.next()
 	env := fmt.Sprintf("env-%d-%d", c.seed, n)
 	sb, err := c.d.client.Create(ctx, apiv1.CreateSandboxRequest{
-		Env: map[string]string{"CHAOS": env}, Tags: map[string]string{"chaos": strconv.Itoa(n)}, Timeout: 3600,
+		Runtime: c.runtime, Env: map[string]string{"CHAOS": env}, Tags: map[string]string{"chaos": strconv.Itoa(n)}, Timeout: 3600,
 	})
 	if err != nil {
 		return nil, err

@@ -15,11 +15,12 @@ import (
 // chaos is one chaos run: the daemon, the random source, and the ledger
 // of what the daemon acknowledged.
 type chaos struct {
-	t    *testing.T
-	d    *daemon
-	seed uint64
-	rng  *rand.Rand
-	n    int // makes names unique
+	t       *testing.T
+	d       *daemon
+	runtime string // of the sandboxes it creates
+	seed    uint64
+	rng     *rand.Rand
+	n       int // makes names unique
 
 	boxes  []*chaosBox // acknowledged sandboxes, oldest first
 	snaps  []*chaosSnap
