@@ -106,13 +106,13 @@ func (d *daemon) soakCycle(ctx context.Context, t *testing.T, i int) string {
 // soakReading is the daemon's resources at one moment.
 type soakReading struct {
 	cycle, goroutines, fds, threads int
-	rss                             int64 // bytes
+	rss, db                         int64 // bytes
 	heap                            uint64
 }
 
 func (r soakReading) String() string {
-	return fmt.Sprintf("cycle %d: VmRSS %d KiB, heap %d KiB, %d goroutines, %d fds, %d threads",
-		r.cycle, r.rss>>10, r.heap>>10, r.goroutines, r.fds, r.threads)
+	return fmt.Sprintf("cycle %d: VmRSS %d KiB, heap %d KiB, %d goroutines, %d fds, %d threads, records %d KiB",
+		r.cycle, r.rss>>10, r.heap>>10, r.goroutines, r.fds, r.threads, r.db>>10)
 }
 
 // soakRead reads the daemon's resources once its warm pool is full again
@@ -151,7 +151,13 @@ func (d *daemon) soakRead(ctx context.Context, t *testing.T, cycle int) soakRead
 	if err != nil {
 		t.Fatal(err)
 	}
-	return soakReading{cycle: cycle, goroutines: rt.Goroutines, fds: len(fds), threads: rt.Threads, rss: kb << 10, heap: rt.HeapAllocBytes}
+	var db int64 // the records with their write-ahead log: the page cache's bound below 2,000 KiB
+	for _, f := range []string{"corral.db", "corral.db-wal"} {
+		if fi, err := os.Stat(filepath.Join(d.state, f)); err == nil {
+			db += fi.Size()
+		}
+	}
+	return soakReading{cycle: cycle, goroutines: rt.Goroutines, fds: len(fds), threads: rt.Threads, rss: kb << 10, heap: rt.HeapAllocBytes, db: db}
 }
 
 // sandboxLeftovers is leftovers for many sandboxes at once: one pass over
