@@ -21,7 +21,7 @@ import (
 const (
 	densityMemoryLimitMB = 256
 	densityTimeout       = time.Hour
-	densityTag           = "corral.bench"
+	densityTag           = "bench"
 )
 
 // DensityConfig says where the daemon keeps what the leak check and the
