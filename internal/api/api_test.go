@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -182,6 +183,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"wrong type", "POST", "/v1/sandboxes", `{"memory_mb": "lots"}`, 400, "memory_mb"},
 		{"bad runtime", "POST", "/v1/sandboxes", `{"runtime": "docker"}`, 400, "runtime"},
 		{"limit below request", "POST", "/v1/sandboxes", `{"cpu": 2, "cpu_limit": 1}`, 400, "cpu_limit"},
+		{"the daemon's tag", "POST", "/v1/sandboxes", `{"tags": {"corral.build/step": "1"}}`, 400, "tags"},
+		{"the daemon's snapshot name", "POST", "/v1/sandboxes/" + id + "/snapshots/memory", `{"name": "corral.fork-1"}`, 400, "name"},
 		{"trailing data", "POST", "/v1/sandboxes", `{} {}`, 400, "trailing"},
 		{"empty body", "POST", "/v1/sandboxes", ``, 400, "empty"},
 		{"huge body", "POST", "/v1/sandboxes", `{"name": "` + strings.Repeat("a", 2<<20) + `"}`, 400, "larger"},
@@ -338,5 +341,22 @@ func TestAPITerminateNoWait(t *testing.T) {
 	}
 	if rec, err := e.c.TerminateNoWait(ctx, sb.ID); err != nil || rec.State != "terminated" {
 		t.Errorf("again, once ended: %+v %v", rec, err)
+	}
+}
+
+// The debug endpoint measures the daemon itself, after a collection when
+// asked, and refuses a gc value it cannot read.
+func TestAPIDebugRuntime(t *testing.T) {
+	e := newAPIEnv(t)
+	status, body := e.raw("GET", "/v1/debug/runtime?gc=true", "")
+	var rt apiv1.DebugRuntime
+	if err := json.Unmarshal([]byte(body), &rt); status != 200 || err != nil {
+		t.Fatalf("%d %s: %v", status, body, err)
+	}
+	if !rt.GC || rt.Goroutines < 2 || rt.RSSBytes <= 0 || rt.OpenFDs < 3 || rt.Threads < 1 || rt.HeapAllocBytes == 0 || rt.NumGC == 0 {
+		t.Errorf("debug runtime: %+v", rt)
+	}
+	if status, body := e.raw("GET", "/v1/debug/runtime?gc=maybe", ""); status != 400 || !strings.Contains(body, "gc") {
+		t.Errorf("gc=maybe: %d %s", status, body)
 	}
 }

@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/manager"
 	"corral/internal/sandbox"
 	"corral/pkg/apiv1"
 )
@@ -56,6 +58,11 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 	net, err := policyOf(req.NetworkPolicy)
 	if err != nil {
 		return sandbox.Spec{}, err
+	}
+	for k := range req.Tags {
+		if strings.HasPrefix(k, manager.ReservedTagPrefix) {
+			return sandbox.Spec{}, errdefs.Invalid("tags", "%q: keys beginning with %q are the daemon's own", k, manager.ReservedTagPrefix)
+		}
 	}
 	var expose []sandbox.ExposedPort
 	for _, p := range req.Expose {

@@ -56,6 +56,7 @@ type route struct {
 var routes = []route{
 	{"GET /v1/health", true, func(s *Server) http.HandlerFunc { return s.health }},
 	{"GET /v1/version", false, func(s *Server) http.HandlerFunc { return s.getVersion }},
+	{"GET /v1/debug/runtime", false, func(s *Server) http.HandlerFunc { return s.debugRuntime }},
 	{"POST /v1/sandboxes", false, func(s *Server) http.HandlerFunc { return s.createSandbox }},
 	{"GET /v1/sandboxes", false, func(s *Server) http.HandlerFunc { return s.listSandboxes }},
 	{"GET /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.getSandbox }},

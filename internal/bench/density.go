@@ -28,7 +28,7 @@ const (
 	densityCPU           = 0.1
 	densityCPULimit      = 1
 	densityTimeout       = time.Hour
-	densityTag           = "corral.bench"
+	densityTag           = "bench"
 )
 
 // DensityConfig says where the daemon keeps what the leak check and the

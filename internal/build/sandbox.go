@@ -55,7 +55,7 @@ func (r *run) inSandbox(ctx context.Context, n int, s step, st state) (store.Dig
 	sb, err := m.Create(ctx, sandbox.Spec{
 		Image: string(img.Digest), CPU: r.p.cpu, MemoryMB: r.p.memoryMB, MemoryLimitMB: r.p.memoryMB,
 		Timeout: r.p.stepTimeout + sandboxGrace,
-		Tags:    map[string]string{"corral.build/step": strconv.Itoa(n), "corral.build/kind": string(s.kind)},
+		Tags:    map[string]string{manager.BuildStepTag: strconv.Itoa(n), manager.ReservedTagPrefix + "build/kind": string(s.kind)},
 	})
 	if err != nil {
 		return "", fmt.Errorf("starting the build sandbox: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	"corral/internal/errdefs"
@@ -15,7 +16,13 @@ import (
 const MaxFork = 16
 
 // ForkedFromTag is the tag a fork's copies carry, naming their parent.
-const ForkedFromTag = "corral.forked_from"
+const ForkedFromTag = ReservedTagPrefix + "forked_from"
+
+// forkPrefix begins the name of a fork's own snapshot (removed before the
+// fork answers), so that a daemon restarted while a fork ran knows the
+// fork did not finish (endUnfinishedForks). No caller of Take may use the
+// daemon's names (reservedPrefix).
+const forkPrefix = reservedPrefix + "fork-"
 
 // Fork starts n independent copies of the running sandbox id: a memory
 // snapshot (removed once the copies run) restored n times, each copy with
@@ -30,7 +37,7 @@ func (s Snapshots) Fork(ctx context.Context, id string, n int) ([]*sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
-	rec, err := s.Take(ctx, id, "")
+	rec, err := s.take(ctx, id, forkPrefix+randomHex(8))
 	if err != nil {
 		return nil, err
 	}
@@ -69,4 +76,42 @@ func (s Snapshots) Fork(ctx context.Context, id string, n int) ([]*sandbox.Sandb
 	}
 	m.event(id, "fork", fmt.Sprintf("forked into %d copies", n), map[string]string{"copies": fmt.Sprint(ids)})
 	return copies, nil
+}
+
+// endUnfinishedForks ends what a fork the daemon stopped in left behind:
+// the copies started from its snapshot, which the fork's caller never
+// learnt of (a fork is all or nothing), and the snapshot itself. It runs
+// at start, once reconcile has adopted or ended every sandbox.
+func (m *Manager) endUnfinishedForks(ctx context.Context, snaps []*sandbox.Snapshot) {
+	for _, sn := range snaps {
+		if !strings.HasPrefix(sn.Name, forkPrefix) {
+			continue
+		}
+		for _, sb := range m.liveFrom(sn.ID) {
+			m.log.Warn("ending a copy of an unfinished fork", "sandbox", sb.ID, "snapshot", sn.ID)
+			m.event(sb.ID, sandbox.EndLost, "the daemon stopped before the fork of "+sn.SandboxID+
+				" answered: a fork is all or nothing", map[string]string{"snapshot": sn.ID})
+			if _, err := m.Terminate(ctx, sb.ID, sandbox.EndLost, nil); err != nil {
+				m.log.Error("ending a copy of an unfinished fork", "sandbox", sb.ID, "err", err)
+			}
+		}
+		m.log.Warn("removing the snapshot of an unfinished fork", "snapshot", sn.ID, "sandbox", sn.SandboxID)
+		if _, err := m.snaps.Remove(ctx, sn.ID); err != nil {
+			m.log.Error("removing the snapshot of an unfinished fork", "snapshot", sn.ID, "err", err)
+		}
+	}
+}
+
+// liveFrom returns the records of the live sandboxes started from
+// snapshot id.
+func (m *Manager) liveFrom(id string) []*sandbox.Sandbox {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*sandbox.Sandbox
+	for _, h := range m.handles {
+		if rec := h.Record(); rec.Spec.FromSnapshot == id && !rec.State.Terminal() {
+			out = append(out, rec)
+		}
+	}
+	return out
 }

@@ -235,6 +235,27 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+// A build's sandbox does not outlive the daemon that ran the build: a
+// restarted daemon ends it (the build ended with the daemon, and no one
+// else knows the sandbox), and adopts the others.
+func TestReconcileEndsBuildSandboxes(t *testing.T) {
+	e := newEnv(t)
+	build := e.create(sandbox.Spec{Tags: map[string]string{BuildStepTag: "1"}})
+	other := e.create(sandbox.Spec{Tags: map[string]string{"step": "1"}})
+	e.m.Close()
+	e.m = e.open()
+	ctx := context.Background()
+	if rec, err := e.m.Get(ctx, build.ID); err != nil || rec.State != sandbox.Terminated {
+		t.Errorf("the build sandbox after a restart: %+v %v", rec, err)
+	}
+	if !e.rt.Destroyed(build.ID) {
+		t.Error("the build sandbox was not destroyed")
+	}
+	if rec, err := e.m.Get(ctx, other.ID); err != nil || rec.State != sandbox.Running {
+		t.Errorf("another sandbox after a restart: %+v %v", rec, err)
+	}
+}
+
 // selfUser is the user the in-process agent can run processes as: root
 // when the tests run as root, else the test's own uid (an unprivileged
 // agent cannot switch users).

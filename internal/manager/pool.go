@@ -14,9 +14,19 @@ import (
 	"corral/internal/sandbox"
 )
 
+// ReservedTagPrefix begins the tag keys the daemon gives its own
+// sandboxes (warm pools', builds', forks' copies); API callers may not
+// set them.
+const ReservedTagPrefix = "corral."
+
 // poolTag marks, in its record, a sandbox waiting in the warm pool; such
 // sandboxes are not listed. A claim replaces the tags with the caller's.
-const poolTag = "corral.pool"
+const poolTag = ReservedTagPrefix + "pool"
+
+// BuildStepTag marks an image build's sandbox (its value: the step); a
+// restarted daemon ends such sandboxes, whose builds ended with the
+// daemon that ran them.
+const BuildStepTag = ReservedTagPrefix + "build/step"
 
 // refillDelay spaces the pool's retries after a failed create.
 const refillDelay = 5 * time.Second

@@ -14,7 +14,7 @@ import (
 )
 
 // templatePrefix names the memory snapshots warm pools refill from.
-const templatePrefix = "corral.pool-"
+const templatePrefix = reservedPrefix + "pool-"
 
 // templated reports whether a pool of spec refills from a template (a
 // memory snapshot of its first sandbox) instead of cold starts: on vm,
@@ -110,7 +110,7 @@ func (m *Manager) makeTemplate(p *warmPool, h *handle.Handle) error {
 	} else if !errors.Is(err, errdefs.ErrNotFound) {
 		return err
 	}
-	tmpl, err := m.snaps.Take(m.ctx, h.ID(), name)
+	tmpl, err := m.snaps.take(m.ctx, h.ID(), name)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	m.endUnfinishedForks(ctx, snaps)
 	for _, sn := range snaps {
 		known[sn.ID] = true // holds an image lease
 	}
@@ -91,11 +92,10 @@ func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {
 	m.mu.Lock()
 	m.handles[sb.ID] = h
 	m.mu.Unlock()
-	if sb.Spec.Tags[poolTag] != "" && sb.State == sandbox.Running {
-		// The new daemon fills its own pool.
-		h.Event("terminated", "warm pool sandbox of the previous daemon", nil)
+	if why := endsWithDaemon(sb); why != "" && sb.State == sandbox.Running {
+		h.Event("terminated", why, nil)
 		if _, err := m.terminateLocked(h, sandbox.EndTerminated, nil); err != nil {
-			m.log.Error("terminating a warm pool sandbox", "sandbox", sb.ID, "err", err)
+			m.log.Error("terminating a sandbox of the previous daemon", "sandbox", sb.ID, "err", err)
 		}
 		return
 	}
@@ -115,6 +115,20 @@ func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {
 	if _, err := m.terminateLocked(h, reason, nil); err != nil {
 		m.log.Error("terminating unrecoverable sandbox", "sandbox", sb.ID, "err", err)
 	}
+}
+
+// endsWithDaemon says why a sandbox the daemon ran for itself does not
+// outlive it: a warm pool's (the new daemon fills its own pool) or an
+// image build's (the build ended with the daemon that ran it, and nobody
+// else knows the sandbox); "" for any other.
+func endsWithDaemon(sb *sandbox.Sandbox) string {
+	switch {
+	case sb.Spec.Tags[poolTag] != "":
+		return "warm pool sandbox of the previous daemon"
+	case sb.Spec.Tags[BuildStepTag] != "":
+		return "build sandbox of the previous daemon: its build ended with it"
+	}
+	return ""
 }
 
 // adopt reconnects to a sandbox that was running (or paused) before the

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,10 +33,22 @@ func (c *Config) snapshotsDir() string { return filepath.Join(c.StateDir, "snaps
 // started from (Manager.Create with from_snapshot), and forks.
 type Snapshots struct{ m *Manager }
 
+// reservedPrefix begins the names of the snapshots the daemon takes for
+// itself (warm pool templates, forks), which it may remove at start.
+const reservedPrefix = "corral."
+
 // Take saves the running sandbox id's whole state as a durable snapshot,
 // optionally named; the sandbox runs on. Streams in flight on its agent
 // connection end.
 func (s Snapshots) Take(ctx context.Context, id, name string) (*sandbox.Snapshot, error) {
+	if strings.HasPrefix(name, reservedPrefix) {
+		return nil, errdefs.Invalid("name", "names beginning with %q are the daemon's own", reservedPrefix)
+	}
+	return s.take(ctx, id, name)
+}
+
+// take is Take without the check of reserved names.
+func (s Snapshots) take(ctx context.Context, id, name string) (*sandbox.Snapshot, error) {
 	m := s.m
 	if name != "" && !sandbox.ValidSnapshotName(name) {
 		return nil, errdefs.Invalid("name", "%q is not a snapshot name (letters, digits, '_', '.', '-')", name)

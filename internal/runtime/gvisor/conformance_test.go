@@ -2,7 +2,6 @@ package gvisor
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,14 +15,7 @@ import (
 // real guest agent (built here from cmd/corral).
 func TestConformance(t *testing.T) {
 	r := newRuntime(t)
-	agent := filepath.Join(env.base, "corral-agent")
-	if _, err := os.Stat(agent); err != nil {
-		build := exec.Command("go", "build", "-o", agent, "corral/cmd/corral")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building the agent: %v\n%s", err, out)
-		}
-	}
+	agent := realAgent(t)
 	runtimetest.Run(t, runtimetest.Env{
 		Runtime: r, RootFS: env.rootfs, AgentBinary: agent, Dir: filepath.Join(env.base, "conformance"),
 		Leftovers: func(ref runtime.Ref) []string { return leftoversOf(ref) },

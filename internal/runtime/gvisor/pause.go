@@ -27,6 +27,10 @@ const (
 	checkpointTimeout = 5 * time.Minute
 	releaseTimeout    = 5 * time.Second
 	relistenEvery     = 250 * time.Millisecond
+	// unmarkedNudgeAfter is how long Dial waits for the socket of an
+	// unmarked sandbox before it nudges the agent anyway (nudge): far
+	// longer than a starting agent takes to listen.
+	unmarkedNudgeAfter = 2 * time.Second
 )
 
 var (
@@ -37,16 +41,29 @@ var (
 // Pause checkpoints the sandbox into <dir>/checkpoint (its memory,
 // processes and private layer) and ends its runsc container, freeing its
 // CPU and memory; the directory, network namespace and bundle stay.
+//
+// The checkpoint leaves the sandbox running, and the container ends only
+// once the image is complete and marked by the paused file. A daemon
+// killed anywhere in between (the runsc checkpoint it started runs on
+// without it) thus finds the sandbox either running, and adopts it, or
+// paused with a whole image; never ended with its state in an image no
+// one can tell is whole.
 func (r *Runtime) Pause(ctx context.Context, ref runtime.Ref) error {
 	if err := ref.Check(); err != nil {
 		return err
 	}
 	start := time.Now()
+	paused := filepath.Join(ref.Dir, pausedFile)
+	// A mark left by a daemon killed between an earlier pause's image
+	// and its end (the sandbox was adopted running).
+	if err := os.Remove(paused); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	image := filepath.Join(ref.Dir, checkpointDirName)
-	if err := r.checkpoint(ctx, ref, image, false); err != nil {
+	if err := r.checkpoint(ctx, ref, image, true); err != nil {
 		return fmt.Errorf("pausing %s: %w", ref.ID, err)
 	}
-	if err := os.WriteFile(filepath.Join(ref.Dir, pausedFile), nil, 0o600); err != nil {
+	if err := os.WriteFile(paused, nil, 0o600); err != nil {
 		return err
 	}
 	if err := errors.Join(r.halt(ctx, ref)...); err != nil {
@@ -66,6 +83,12 @@ func (r *Runtime) Resume(ctx context.Context, ref runtime.Ref) error {
 		return fmt.Errorf("resuming %s: not paused: %w", ref.ID, err)
 	}
 	start := time.Now()
+	// The container of a pause whose daemon was killed before it ended it.
+	if known, err := r.known(ref.ID); err != nil || known {
+		if err := errors.Join(append(r.halt(ctx, ref), err)...); err != nil {
+			return fmt.Errorf("resuming %s: ending the paused container: %w", ref.ID, err)
+		}
+	}
 	image := filepath.Join(ref.Dir, checkpointDirName)
 	if err := r.create(ctx, ref, filepath.Join(ref.Dir, bundleDirName), image); err != nil {
 		_ = errors.Join(r.halt(context.WithoutCancel(ctx), ref)...)
@@ -164,9 +187,19 @@ func waitReleased(ctx context.Context, sock string) error {
 }
 
 // nudge asks a sandbox's agent that released its socket for a checkpoint
-// to listen again (SIGUSR2 to PID 1); it reports whether it was due.
-func (r *Runtime) nudge(ctx context.Context, ref runtime.Ref) bool {
-	if _, err := os.Stat(filepath.Join(ref.Dir, relistenFile)); err != nil {
+// to listen again (SIGUSR2 to PID 1); it reports whether it was due: when
+// the relisten file marks the sandbox, or when unmarked is set.
+//
+// Unmarked nudges are for an agent whose session a daemon ended before a
+// checkpoint and which the daemon was killed before marking: the agent
+// releases its socket when the session ends, the runtime marks the
+// sandbox only later, and the next daemon would otherwise wait for a
+// socket that never comes. SIGUSR2 harms no agent: one that listens
+// ignores it (Relisten); a Go program that does not ask for SIGUSR2
+// catches and drops it; and before the Go runtime is up PID 1 ignores a
+// signal it has no handler for.
+func (r *Runtime) nudge(ctx context.Context, ref runtime.Ref, unmarked bool) bool {
+	if _, err := os.Stat(filepath.Join(ref.Dir, relistenFile)); err != nil && !unmarked {
 		return false
 	}
 	if _, err := r.runsc(ctx, commandTimeout, ref.Dir, "kill", ref.ID, "USR2"); err != nil {

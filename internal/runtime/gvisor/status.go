@@ -35,6 +35,7 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 	}
 	path := filepath.Join(ref.Dir, chanDirName, agentSocket)
 	var lastNudge time.Time
+	start := time.Now()
 	for {
 		conn, err := dialNoFollow(ctx, path)
 		if err == nil {
@@ -43,7 +44,7 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 			}
 			return conn, nil
 		}
-		if time.Since(lastNudge) >= relistenEvery && r.nudge(ctx, ref) {
+		if time.Since(lastNudge) >= relistenEvery && r.nudge(ctx, ref, time.Since(start) >= unmarkedNudgeAfter) {
 			lastNudge = time.Now()
 		}
 		select {
@@ -82,7 +83,9 @@ type ociState struct {
 
 // Status asks runsc about ref: running (or paused) with a live sandbox
 // process is StateRunning, created or stopped is StateStopped, and no runsc
-// state at all is StateAbsent.
+// state at all is StateAbsent; but not running with the paused file (its
+// checkpoint complete) is StatePaused, whether runsc still knows the
+// container (a pause or resume whose daemon was killed midway) or not.
 func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, error) {
 	if err := ref.Check(); err != nil {
 		return "", err
@@ -112,14 +115,17 @@ func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, e
 		// runsc tests the sandbox with kill(pid, 0), which a zombie passes:
 		// a sandbox the host OOM killer ended reads as running until init
 		// reaps it.
-		if _, ok := lookupProc(st.Pid); !ok {
-			return runtime.StateStopped, nil
+		if _, ok := lookupProc(st.Pid); ok {
+			return runtime.StateRunning, nil
 		}
-		return runtime.StateRunning, nil
 	case "created", "stopped", "creating":
-		return runtime.StateStopped, nil
+	default:
+		return "", fmt.Errorf("status of sandbox %s: runsc reports unknown status %q", ref.ID, st.Status)
 	}
-	return "", fmt.Errorf("status of sandbox %s: runsc reports unknown status %q", ref.ID, st.Status)
+	if _, err := os.Stat(filepath.Join(ref.Dir, pausedFile)); err == nil {
+		return runtime.StatePaused, nil
+	}
+	return runtime.StateStopped, nil
 }
 
 // List returns the id of every container under runsc's root.

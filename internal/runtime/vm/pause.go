@@ -131,6 +131,11 @@ func (r *Runtime) Resume(ctx context.Context, ref runtime.Ref) error {
 	ctx, cancel := context.WithTimeout(ctx, resumeTimeout)
 	defer cancel()
 	start := time.Now()
+	// The QEMU of a pause or resume whose daemon was killed midway
+	// (Status): its guest has not run since the state was saved.
+	if err := r.killQEMU(ctx, ref); err != nil {
+		return fmt.Errorf("resuming %s: %w", ref.ID, err)
+	}
 	rec, err := loadMachine(ref.Dir)
 	if err != nil {
 		return fmt.Errorf("resuming %s: %w", ref.ID, err)

@@ -48,10 +48,16 @@ func qemuAlive(pid int, dir string) bool {
 	return true
 }
 
-// Dial connects to the guest agent's channel.
+// Dial connects to the guest agent's channel, first letting the guest run
+// if a daemon killed during a pause or a memory snapshot left it stopped
+// (runGuest).
 func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 	if err := ref.Check(); err != nil {
 		return nil, err
+	}
+	if err := r.runGuest(ctx, ref); err != nil {
+		// The handshake that follows tells whether the guest answers.
+		r.log.Warn("letting a stopped guest run", "sandbox", ref.ID, "err", err)
 	}
 	var d net.Dialer
 	for {
@@ -67,7 +73,10 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 	}
 }
 
-// Status reports whether the sandbox's QEMU runs.
+// Status reports whether the sandbox's QEMU runs, or whether it is paused
+// (the paused mark, written once the saved state is whole). Both at once
+// is a pause or a resume whose daemon was killed midway: paused, unless
+// the guest already runs again.
 func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, error) {
 	if err := ref.Check(); err != nil {
 		return "", err
@@ -75,10 +84,15 @@ func (r *Runtime) Status(ctx context.Context, ref runtime.Ref) (runtime.State, e
 	if _, err := os.Stat(r.indexPath(ref.ID)); errors.Is(err, fs.ErrNotExist) {
 		return runtime.StateAbsent, nil
 	}
-	if pid, ok := readPid(ref.Dir); ok && qemuAlive(pid, ref.Dir) {
+	pid, ok := readPid(ref.Dir)
+	alive := ok && qemuAlive(pid, ref.Dir)
+	_, err := os.Stat(filepath.Join(ref.Dir, pausedFile))
+	switch marked := err == nil; {
+	case alive && marked && !guestRuns(ctx, ref):
+		return runtime.StatePaused, nil
+	case alive:
 		return runtime.StateRunning, nil
-	}
-	if _, err := os.Stat(filepath.Join(ref.Dir, pausedFile)); err == nil {
+	case marked:
 		return runtime.StatePaused, nil
 	}
 	return runtime.StateStopped, nil
