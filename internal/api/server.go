@@ -60,6 +60,7 @@ var routes = []route{
 	{"GET /v1/sandboxes", false, func(s *Server) http.HandlerFunc { return s.listSandboxes }},
 	{"GET /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.getSandbox }},
 	{"DELETE /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.deleteSandbox }},
+	{"PATCH /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.updateSandbox }},
 	{"POST /v1/sandboxes/{id}/pause", false, func(s *Server) http.HandlerFunc { return s.pauseSandbox }},
 	{"POST /v1/sandboxes/{id}/resume", false, func(s *Server) http.HandlerFunc { return s.resumeSandbox }},
 	{"PUT /v1/sandboxes/{id}/network", false, func(s *Server) http.HandlerFunc { return s.setNetwork }},
@@ -104,6 +105,12 @@ func (s *Server) routes() {
 	for _, r := range routes {
 		h := r.handler(s)
 		if !r.public {
+			// A name works wherever an id does, for callers with the
+			// token (a port's public URL takes the id only: it does not
+			// tell strangers which names exist).
+			if strings.Contains(r.pattern, "{id}") {
+				h = s.byName(h)
+			}
 			h = s.auth(h)
 		}
 		s.mux.HandleFunc(r.pattern, h)

@@ -93,6 +93,8 @@ type Manager struct {
 
 	mu      sync.Mutex
 	handles map[string]*handle.Handle // live sandboxes, by id
+	// creatingNames holds the names of creates in flight (reserveName).
+	creatingNames map[string]bool
 
 	decisions chan policy.Decision // egress decisions for the event log
 	pools     []*warmPool
@@ -139,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{cfg: cfg, log: cfg.Logger, records: cfg.Records, ctx: lctx, cancel: cancel,
-		handles: map[string]*handle.Handle{}, versions: map[string]string{}, pools: pools,
+		handles: map[string]*handle.Handle{}, creatingNames: map[string]bool{}, versions: map[string]string{}, pools: pools,
 		decisions: make(chan policy.Decision, maxPendingDecisions), fillSlot: make(chan struct{}, 1),
 		starting: make(chan struct{}, cfg.MaxStarting)}
 	m.host = &handle.Host{Records: cfg.Records, Log: cfg.Logger, Images: cfg.Images,

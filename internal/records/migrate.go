@@ -32,6 +32,8 @@ var migrations = []string{
 	)`,
 	// 6: per-process records are gone: exec no longer writes to disk.
 	`DROP TABLE IF EXISTS processes`,
+	// 7: a lifetime changed while the sandbox lives (sandbox.Lifetime).
+	`ALTER TABLE sandboxes ADD COLUMN lifetime INTEGER NOT NULL DEFAULT 0`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -10,7 +10,7 @@ import (
 	"corral/internal/sandbox"
 )
 
-const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, port_token, runtime_info, paused_at, paused_for`
+const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, port_token, runtime_info, paused_at, paused_for, lifetime`
 
 // PutSandbox inserts or replaces the record of sb and appends events to
 // its event log, in one transaction (one synced write).
@@ -46,7 +46,7 @@ func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox, events ...E
 }
 
 const putSandboxSQL = `INSERT OR REPLACE INTO sandboxes (name, ` + sandboxColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // sandboxArgs are the values of putSandboxSQL for sb.
 func sandboxArgs(sb *sandbox.Sandbox) ([]any, error) {
@@ -64,7 +64,7 @@ func sandboxArgs(sb *sandbox.Sandbox) ([]any, error) {
 	}
 	return []any{sb.Spec.Name, sb.ID, string(sb.State), string(spec), unixNano(sb.CreatedAt), unixNano(sb.StartedAt),
 		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, sb.PortToken, string(info),
-		unixNano(sb.PausedAt), int64(sb.PausedFor)}, nil
+		unixNano(sb.PausedAt), int64(sb.PausedFor), int64(sb.Lifetime)}, nil
 }
 
 // GetSandbox returns the record of id.
@@ -110,9 +110,10 @@ func scanSandbox(r scanner) (*sandbox.Sandbox, error) {
 		exit                    sql.NullInt64
 		info                    string
 		pausedAt, pausedFor     int64
+		lifetime                int64
 	)
 	if err := r.Scan(&sb.ID, &state, &spec, &created, &started, &ended, &exit,
-		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &sb.PortToken, &info, &pausedAt, &pausedFor); err != nil {
+		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &sb.PortToken, &info, &pausedAt, &pausedFor, &lifetime); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(info), &sb.RuntimeInfo); err != nil || len(sb.RuntimeInfo) == 0 {
@@ -124,6 +125,7 @@ func scanSandbox(r scanner) (*sandbox.Sandbox, error) {
 	sb.State = sandbox.State(state)
 	sb.CreatedAt, sb.StartedAt, sb.EndedAt = fromNano(created), fromNano(started), fromNano(ended)
 	sb.PausedAt, sb.PausedFor = fromNano(pausedAt), time.Duration(pausedFor)
+	sb.Lifetime = time.Duration(lifetime)
 	if exit.Valid {
 		code := int(exit.Int64)
 		sb.ExitCode = &code

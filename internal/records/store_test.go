@@ -72,6 +72,7 @@ func TestProcessesTableDropped(t *testing.T) {
 		`CREATE TABLE processes (sandbox_id TEXT NOT NULL, pid INTEGER NOT NULL, args TEXT NOT NULL, started_at INTEGER NOT NULL)`,
 		`INSERT INTO processes VALUES ('sb-old', 7, '[]', 1)`,
 		`INSERT INTO sandboxes (id, state, spec, created_at) VALUES ('sb-kept', 'terminated', '{}', 1)`,
+		`ALTER TABLE sandboxes DROP COLUMN lifetime`, // a version 5 database had none
 		`PRAGMA user_version = 5`,
 	} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
