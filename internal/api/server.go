@@ -75,6 +75,7 @@ var routes = []route{
 	{"POST /v1/sandboxes/{id}/processes/{pid}/resize", false, func(s *Server) http.HandlerFunc { return s.resizeProcess }},
 	{"GET /v1/sandboxes/{id}/files", false, func(s *Server) http.HandlerFunc { return s.readFile }},
 	{"PUT /v1/sandboxes/{id}/files", false, func(s *Server) http.HandlerFunc { return s.writeFile }},
+	{"GET /v1/sandboxes/{id}/files/watch", false, func(s *Server) http.HandlerFunc { return s.watchFiles }},
 	{"GET /v1/sandboxes/{id}/fs/stat", false, func(s *Server) http.HandlerFunc { return s.statFile }},
 	{"GET /v1/sandboxes/{id}/fs/list", false, func(s *Server) http.HandlerFunc { return s.listDir }},
 	{"POST /v1/sandboxes/{id}/fs/mkdir", false, func(s *Server) http.HandlerFunc { return s.makeDir }},
