@@ -67,6 +67,7 @@ var routes = []route{
 	{"POST /v1/sandboxes/{id}/wait", false, func(s *Server) http.HandlerFunc { return s.waitSandbox }},
 	{"GET /v1/sandboxes/{id}/logs", false, func(s *Server) http.HandlerFunc { return s.sandboxLogs }},
 	{"GET /v1/sandboxes/{id}/events", false, func(s *Server) http.HandlerFunc { return s.sandboxEvents }},
+	{"GET /v1/sandboxes/{id}/metrics", false, func(s *Server) http.HandlerFunc { return s.sandboxMetrics }},
 	{"POST /v1/sandboxes/{id}/processes", false, func(s *Server) http.HandlerFunc { return s.execProcess }},
 	{"GET /v1/sandboxes/{id}/processes", false, func(s *Server) http.HandlerFunc { return s.listProcesses }},
 	{"GET /v1/sandboxes/{id}/processes/{pid}/events", false, func(s *Server) http.HandlerFunc { return s.attachProcess }},

@@ -52,8 +52,20 @@ type Config struct {
 	// WarmPools are more pools, of other specs (manager.ParseWarmPool).
 	WarmPools []manager.WarmPoolConfig
 	Net       NetConfig
-	Version   string
-	Logger    *slog.Logger
+	// MetricsInterval is the time between the samples of each running
+	// sandbox's use; 0 turns sampling off.
+	MetricsInterval time.Duration
+	Version         string
+	Logger          *slog.Logger
+}
+
+// metricsInterval maps the daemon's flag (0: off) to the manager's
+// setting (negative: off).
+func metricsInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // Run serves until ctx ends. Sandboxes keep running after it returns; the
@@ -118,7 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 	m, err := manager.New(ctx, manager.Config{
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Records: st, Logger: log,
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
-		Images: images,
+		Images: images, MetricsInterval: metricsInterval(cfg.MetricsInterval),
 	})
 	if err != nil {
 		return err

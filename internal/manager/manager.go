@@ -6,7 +6,8 @@
 // restart. Everything else callers do to sandboxes goes through small
 // services over handles, one per file: Processes (exec.go), Files
 // (files.go), Ports (ports.go), Snapshots (snapshot.go, fork.go), Images
-// (images.go), and the warm pools (pool.go).
+// (images.go), the warm pools (pool.go), and the metrics sampler's view of
+// the live sandboxes (metrics.go, over internal/metrics).
 //
 // It imports contracts (sandbox, runtime, agentapi, records, errdefs) and
 // the resource owners (netpolicy, the image store), never a runtime backend
@@ -30,6 +31,7 @@ import (
 	"corral/internal/ids"
 	imagestore "corral/internal/image/store"
 	"corral/internal/manager/handle"
+	"corral/internal/metrics"
 	"corral/internal/netpolicy/policy"
 	"corral/internal/records"
 	"corral/internal/runtime"
@@ -70,6 +72,12 @@ type Config struct {
 	// WarmPools are the warm pools: started sandboxes of a spec kept
 	// ready for creates that fit it.
 	WarmPools []WarmPoolConfig
+	// MetricsInterval is the time between the metrics sampler's rounds
+	// (internal/metrics): 0 means metrics.DefaultInterval, negative turns
+	// sampling off. MetricsKeep bounds the samples kept per sandbox (0:
+	// metrics.DefaultKeep).
+	MetricsInterval time.Duration
+	MetricsKeep     int
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it
@@ -113,6 +121,8 @@ type Manager struct {
 
 	versionsMu sync.Mutex
 	versions   map[string]string // runtime name -> version (runtimeVersion)
+
+	sampler *metrics.Sampler // nil: sampling is off
 }
 
 // New builds a Manager and reconciles the records with what the runtimes
@@ -152,6 +162,10 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m.procs, m.files, m.ports, m.snaps, m.images = Processes{m}, Files{m}, Ports{m}, Snapshots{m}, Images{m}
 	m.wg.Add(1)
 	go m.writeDecisions()
+	if m.sampler = m.newSampler(); m.sampler != nil {
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); m.sampler.Run(m.ctx) }()
+	}
 	if err := m.reconcile(ctx); err != nil {
 		cancel()
 		m.wg.Wait()
