@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"corral/internal/errdefs"
 	"corral/internal/ids"
@@ -66,13 +67,21 @@ func (m *Manager) liveNamed(name string) *handle.Handle {
 	return m.liveNamedLocked(name)
 }
 
+// liveNamedLocked is liveNamed under m.mu. Should two live sandboxes
+// share a name (records of a daemon from before names were unique), the
+// newest wins.
 func (m *Manager) liveNamedLocked(name string) *handle.Handle {
+	var found *handle.Handle
+	var created time.Time
 	for _, h := range m.handles {
-		if h.Name() == name {
-			return h
+		if h.Name() != name {
+			continue
+		}
+		if c := h.Record().CreatedAt; found == nil || c.After(created) {
+			found, created = h, c
 		}
 	}
-	return nil
+	return found
 }
 
 // ListOptions select a page of sandboxes (ListPage).

@@ -268,7 +268,7 @@ func (m *Manager) claim(ctx context.Context, h *handle.Handle, spec sandbox.Spec
 	rec, err := h.Apply(ctx, handle.Change{
 		Edit: func(s *sandbox.Sandbox) {
 			s.Spec = spec
-			s.CreatedAt = time.Now().UTC()
+			s.CreatedAt, s.Lifetime = time.Now().UTC(), 0
 			s.PortToken = newPortToken()
 		},
 		Event: &handle.Event{Kind: "running", Message: "sandbox running (from the warm pool)",
