@@ -55,7 +55,7 @@ func newAPIEnv(t *testing.T, pools ...manager.WarmPoolConfig) *apiEnv {
 	m, err := manager.New(context.Background(), manager.Config{
 		StateDir: dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Records: rec,
 		Runtimes: map[string]runtime.Runtime{"gvisor": e.rt}, MaxSandboxes: 8, WarmPools: pools,
-		Logger: slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second,
+		Logger: slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second, MetricsInterval: 100 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -63,11 +63,23 @@ type Config struct {
 	// WarmPools are more pools, of other specs (manager.ParseWarmPool).
 	WarmPools []manager.WarmPoolConfig
 	Net       NetConfig
-	Version   string
-	Logger    *slog.Logger
+	// MetricsInterval is the time between the samples of each running
+	// sandbox's use; 0 turns sampling off.
+	MetricsInterval time.Duration
+	Version         string
+	Logger          *slog.Logger
 
 	// Shares bound what sandboxes may take from one another (shares.go).
 	Shares Shares
+}
+
+// metricsInterval maps the daemon's flag (0: off) to the manager's
+// setting (negative: off).
+func metricsInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // Run serves until ctx ends. Sandboxes keep running after it returns; the
@@ -139,7 +151,7 @@ func Run(ctx context.Context, cfg Config) error {
 	mcfg := manager.Config{
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Records: st, Logger: log,
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
-		Images: images, PortKey: key.Derive(portTokenKeyLabel),
+		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
 		return err

@@ -40,8 +40,12 @@ func (m *Manager) watchLoop(h *handle.Handle, agentGone <-chan struct{}) {
 			return
 		case <-m.ctx.Done():
 			return
+		case <-h.Lifetime():
+			rec = h.Record()
+			expiry.Reset(time.Until(rec.ExpiresAt()))
 		case <-expiry.C:
-			h.Event("timeout", "lifetime timeout reached", map[string]string{"timeout": rec.Spec.Timeout.String()})
+			h.Event("timeout", "lifetime timeout reached", map[string]string{"timeout": rec.Spec.Timeout.String(),
+				"expires_at": rec.ExpiresAt().Format(time.RFC3339Nano)})
 			m.terminateAsync(rec.ID, sandbox.EndTimeout, nil)
 			return
 		case <-tick.C:

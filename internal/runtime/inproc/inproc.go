@@ -36,6 +36,7 @@ type Runtime struct {
 	boxes     map[string]*box
 	failStart error
 	destroyed []string
+	protocols []int // served by agents started from now on; nil: all
 }
 
 type box struct {
@@ -61,13 +62,22 @@ func (r *Runtime) FailStarts(err error) {
 	r.mu.Unlock()
 }
 
+// AgentProtocols makes the agents of sandboxes started from now on serve
+// only these protocol versions (none: all), standing for an agent frozen
+// in an older image or memory snapshot.
+func (r *Runtime) AgentProtocols(versions ...int) {
+	r.mu.Lock()
+	r.protocols = versions
+	r.mu.Unlock()
+}
+
 // Start serves an agent for the sandbox.
 func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
 	if err := p.Ref.Check(); err != nil {
 		return err
 	}
 	r.mu.Lock()
-	fail := r.failStart
+	fail, protocols := r.failStart, r.protocols
 	r.mu.Unlock()
 	if fail != nil {
 		return fail
@@ -80,7 +90,7 @@ func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
 	if err != nil {
 		return err
 	}
-	srv := agent.New(agent.Config{Root: root})
+	srv := agent.New(agent.Config{Root: root, Protocols: protocols})
 	sctx, cancel := context.WithCancel(context.Background())
 	b := &box{srv: srv, cancel: cancel, done: make(chan struct{})}
 	go func() { defer close(b.done); _ = srv.Serve(sctx, l) }()
