@@ -45,6 +45,7 @@ func (m *Manager) watchLoop(h *handle.Handle, agentGone <-chan struct{}) {
 			m.terminateAsync(rec.ID, sandbox.EndTimeout, nil)
 			return
 		case <-tick.C:
+			m.rotateLogs(h)
 			if it := rec.Spec.IdleTimeout; it > 0 && h.IdleFor(time.Now()) >= it {
 				if rec.Spec.AutoPause {
 					m.idlePause(h, it)
@@ -100,5 +101,17 @@ func (m *Manager) idlePause(h *handle.Handle, it time.Duration) {
 		if h.State() == sandbox.Running {
 			m.terminateAsync(h.ID(), sandbox.EndIdleTimeout, nil)
 		}
+	}
+}
+
+// rotateLogs keeps the sandbox's host logs (console, serial) within their
+// bounds, for runtimes that have such logs.
+func (m *Manager) rotateLogs(h *handle.Handle) {
+	lr, ok := h.Runtime().(runtime.LogRotator)
+	if !ok {
+		return
+	}
+	if err := lr.RotateLogs(h.Ref()); err != nil {
+		m.log.Debug("rotating sandbox logs", "sandbox", h.ID(), "err", err)
 	}
 }
