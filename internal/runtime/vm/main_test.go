@@ -151,6 +151,17 @@ func leftoversOf(r *Runtime, ref runtime.Ref) []string {
 	return out
 }
 
+// TestRawBoot: the bench's baseline boots the same command line (console
+// on a pipe) to the guest's ready line.
+func TestRawBoot(t *testing.T) {
+	r := newRuntime(t)
+	d, err := r.RawBoot(context.Background(), env.rootfs, filepath.Join(env.base, "raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("raw boot: %s", d)
+}
+
 // PruneCaches drops the disk image of a root directory that is gone and
 // keeps the one of a directory still there.
 func TestPruneCaches(t *testing.T) {
