@@ -27,7 +27,9 @@ const (
 // inside each runtime writes through every path that lands on the host (on
 // gVisor the agent's channel directory and PID 1's stdout and stderr, on
 // vm the serial console; on both a sparse file that an export would turn
-// into zeros), far past their bounds and with the daemon down too; the
+// into zeros; on gVisor /dev/shm and /tmp, which are memory and the
+// disk-bounded writable layer), far past their bounds and with the daemon
+// down too; the
 // host's files stay within their caps, no setuid or device file usable on
 // the host appears, the state directory does not grow past the bounds, and
 // the sandbox still works.
@@ -37,9 +39,9 @@ func TestHostBackedPaths(t *testing.T) {
 }
 
 func testHostBackedGVisor(t *testing.T, d *daemon) {
-	id := d.create("--disk", "256", "--timeout", "10m")
+	id := d.create("--disk", "0.25", "--timeout", "10m") // GiB
 	dir := filepath.Join(d.state, "sandboxes", id)
-	before := stateUsage(t, d.state)
+	before := stateUsage(t, d.state) + filestoreBytes(t, dir)
 
 	// The channel directory: big files, many entries, a device node and
 	// a setuid binary.
@@ -97,20 +99,55 @@ true`)
 	}
 	checkBoundedMount(t, filepath.Join(dir, "chan"), chanBound)
 
+	// /dev/shm and /tmp are the sentry's memory (runsc mounts a tmpfs at
+	// /tmp), not host disk; the root's writable layer is a file runsc
+	// keeps open and unlinked under upper/ (du does not see it), which
+	// --disk bounds.
+	out = d.mustCLI("exec", id, "--", "sh", "-c", `
+head -c 67108864 /dev/zero > /dev/shm/fill; echo "shm=$?"
+head -c 134217728 /dev/zero > /tmp/fill; echo "tmp=$?"
+rm -f /dev/shm/fill /tmp/fill`)
+	layer := filestoreBytes(t, dir)
+	out += d.mustCLI("exec", id, "--", "sh", "-c", `
+head -c 402653184 /dev/zero > /root/fill 2>/dev/null; echo "root=$?"; rm -f /root/fill`)
+	t.Logf("64 MiB into /dev/shm, 128 MiB into /tmp, 384 MiB into / on a 256 MiB disk: %s; the layer's file: %d KiB after /tmp, %d KiB after /",
+		strings.Join(strings.Fields(out), " "), layer>>10, filestoreBytes(t, dir)>>10)
+	if !strings.Contains(out, "shm=0") || !strings.Contains(out, "tmp=0") || !strings.Contains(out, "root=1") {
+		t.Errorf("the writes did not go as expected: %s", out)
+	}
+	if layer > 16<<20 {
+		t.Errorf("/dev/shm and /tmp landed on the host's disk: the layer's file holds %d KiB", layer>>10)
+	}
+	if l := filestoreBytes(t, dir); l > 256<<20+8<<20 {
+		t.Errorf("the writable layer's file holds %d KiB, past the 256 MiB disk", l>>10)
+	}
+	checkNoUsableSpecialFiles(t, d.state)
+	bound := int64(256<<20 + chanBound + logBound + 4<<20)
+	checkGrowth := func(when string) {
+		after := stateUsage(t, d.state) + filestoreBytes(t, dir)
+		t.Logf("state directory but the image store, the layer's file included, %s: %d KiB, %d KiB before", when, after>>10, before>>10)
+		if grew := after - before; grew > bound {
+			t.Errorf("%s: the state directory grew by %d KiB, past the bounds (the 256 MiB disk and the mounts)", when, grew>>10)
+		}
+	}
+	checkGrowth("after the writes")
+
 	// A sparse file of a terabyte costs the sandbox nothing; its export
 	// (a filesystem snapshot, a build step) is refused, not written out.
+	// (gVisor's serialiser allocates a file's whole size in the sandbox's
+	// memory, so the sandbox may not survive it: its own loss, recorded.)
 	d.mustCLI("exec", id, "--", "truncate", "-s", "1T", "/root/sparse")
 	_, errs, code := d.cli("", "snapshot", "fs", id)
 	if code == 0 || !strings.Contains(errs, "disk") {
 		t.Errorf("snapshot fs of a sandbox with a 1 TiB sparse file: exit %d %q", code, errs)
 	}
-	checkNoUsableSpecialFiles(t, d.state)
-	after := stateUsage(t, d.state)
-	t.Logf("state directory but the image store: %d KiB before, %d KiB after", before>>10, after>>10)
-	if grew := after - before; grew > chanBound+logBound+4<<20 {
-		t.Errorf("the state directory grew by %d KiB, past the bounds", grew>>10)
+	checkGrowth("after the export")
+	if _, _, code := d.cli("", "exec", id, "--", "true"); code != 0 {
+		evs, _ := d.client.Events(context.Background(), id)
+		t.Logf("the sandbox did not survive its export; events: %v", evs)
 	}
-	d.mustCLI("rm", id)
+	checkNoUsableSpecialFiles(t, d.state)
+	_, _, _ = d.cli("", "rm", id)
 	d.assertNoLeaks(t, []string{id})
 }
 
@@ -249,6 +286,28 @@ func diskUsage(t *testing.T, path string) int64 {
 func stateUsage(t *testing.T, state string) int64 {
 	t.Helper()
 	return diskUsage(t, state) - diskUsage(t, filepath.Join(state, "images"))
+}
+
+// filestoreBytes is what the gVisor sandbox in dir's writable layer holds
+// on the host: runsc's file store under upper/, which the sandbox keeps
+// open after unlinking it (found through /proc/*/fd).
+func filestoreBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	seen := map[uint64]bool{}
+	var n int64
+	for _, fd := range fds {
+		link, err := os.Readlink(fd)
+		if err != nil || !strings.HasPrefix(link, filepath.Join(dir, "upper")+"/") {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(fd, &st); err == nil && !seen[st.Ino] {
+			seen[st.Ino] = true
+			n += st.Blocks * 512
+		}
+	}
+	return n
 }
 
 // waitRotated waits for the daemon to rotate the log at path below the

@@ -17,12 +17,12 @@ import (
 //   - log/console.log: stdout and stderr of PID 1 (and of runsc), which
 //     any guest process can write through /proc/1/fd/1; a tmpfs of
 //     boundfs.Logs (4 MiB), rotated at 1 MiB while the daemon runs;
-//   - upper/: the private writable layer's file, bounded by disk_mb
-//     (--overlay2 size=);
+//   - upper/: the private writable layer's file (runsc keeps it open and
+//     unlinked), bounded by disk_mb (--overlay2 size=);
 //   - checkpoint/ while paused: memory and the writable layer.
 //
-// Everything else the guest writes is gVisor's memory (/dev/shm, /tmp on
-// the root overlay, pipes), charged to the sandbox's cgroup.
+// Everything else the guest writes is gVisor's memory (/tmp, which runsc
+// mounts as a tmpfs, /dev/shm, pipes), charged to the sandbox's cgroup.
 
 var _ runtime.LogRotator = (*Runtime)(nil)
 
