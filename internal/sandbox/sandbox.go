@@ -12,6 +12,10 @@ const (
 	EndCrashed     = "crashed"      // PID 1 or the agent died: 137
 	EndLost        = "lost"         // not recoverable after a daemon restart: 137
 	EndFailed      = "failed"       // creation failed
+	// EndAgentChannelLost: the sandbox still ran, but its agent channel
+	// was hijacked or silenced from inside (a socket replaced, an agent
+	// stopped or answering wrongly): 137.
+	EndAgentChannelLost = "agent_channel_lost"
 )
 
 // ExitCodeFor is the exit code wait reports for an end reason when there is

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"corral/internal/agent"
 	"corral/internal/errdefs"
@@ -44,6 +45,9 @@ type box struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	dead   bool
+
+	silenced chan struct{} // closed by Silence
+	hijacked atomic.Bool   // set by Hijack
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -92,7 +96,7 @@ func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
 	}
 	srv := agent.New(agent.Config{Root: root, Protocols: protocols})
 	sctx, cancel := context.WithCancel(context.Background())
-	b := &box{srv: srv, cancel: cancel, done: make(chan struct{})}
+	b := &box{srv: srv, cancel: cancel, done: make(chan struct{}), silenced: make(chan struct{})}
 	go func() { defer close(b.done); _ = srv.Serve(sctx, l) }()
 	r.mu.Lock()
 	r.boxes[p.ID] = b
@@ -128,8 +132,15 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 	if b == nil || b.dead {
 		return nil, fmt.Errorf("%w: no sandbox %s", errdefs.ErrUnavailable, ref.ID)
 	}
+	if b.hijacked.Load() {
+		return impostor()
+	}
 	var d net.Dialer
-	return d.DialContext(ctx, "unix", filepath.Join(ref.Dir, "agent.sock"))
+	c, err := d.DialContext(ctx, "unix", filepath.Join(ref.Dir, "agent.sock"))
+	if err != nil {
+		return nil, err
+	}
+	return &boxConn{Conn: c, b: b, closed: make(chan struct{})}, nil
 }
 
 // Status reports running, stopped (crashed) or absent.
