@@ -69,31 +69,3 @@ func SetLimits(group string, l Limits) error {
 	}
 	return nil
 }
-
-// WeighAsCPUs gives group the CPU weight of n default groups (v1
-// cpu.shares 1024·n, v2 cpu.weight 100·n, at most the maximum), creating
-// it if needed. A parent of many sandboxes at the default weight competes
-// with the host's other work as one busy task would: under load its whole
-// tree gets one task's share, and a sandbox busy up to its own ceiling
-// takes most of it from its neighbours; weighed as the machine's CPUs,
-// the tree keeps a share that fits its ceilings.
-func WeighAsCPUs(group string, n int) error {
-	if n < 1 {
-		n = 1
-	}
-	if err := Create(group); err != nil {
-		return err
-	}
-	file, value := "cpu.shares", strconv.Itoa(min(1024*n, 262144))
-	if Detect() == V2 {
-		file, value = "cpu.weight", strconv.Itoa(min(100*n, 10000))
-	}
-	dir, err := Dir(group, "cpu")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
-		return fmt.Errorf("weighing cgroup %s: %w", group, err)
-	}
-	return nil
-}

@@ -39,11 +39,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"time"
 
-	"corral/internal/cgroups"
 	"corral/internal/errdefs"
 	"corral/internal/runtime"
 )
@@ -113,13 +111,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err := os.MkdirAll(cfg.Root, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor: creating runsc root: %w", err)
 	}
-	r := &Runtime{cfg: cfg, log: cfg.Logger.With("runtime", "gvisor")}
-	if err := cgroups.WeighAsCPUs(cfg.CgroupParent, goruntime.NumCPU()); err != nil {
-		// Not fatal (an unprivileged test, a read-only hierarchy): the
-		// sandboxes still run, with less protection from host load.
-		r.log.Warn("cannot weigh the sandboxes' parent cgroup", "op", "init", "cgroup", cfg.CgroupParent, "err", err)
-	}
-	return r, nil
+	return &Runtime{cfg: cfg, log: cfg.Logger.With("runtime", "gvisor")}, nil
 }
 
 // Name returns "gvisor".

@@ -52,12 +52,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
-	"corral/internal/cgroups"
 	"corral/internal/errdefs"
 	"corral/internal/keylimit"
 	"corral/internal/runtime"
@@ -141,9 +139,6 @@ func New(cfg Config) (*Runtime, error) {
 		}
 	}
 	r := &Runtime{cfg: cfg, log: cfg.Logger, kernel: k}
-	if err := cgroups.WeighAsCPUs(cfg.CgroupParent, goruntime.NumCPU()); err != nil {
-		r.log.Warn("cannot weigh the guests' parent cgroup", "op", "init", "cgroup", cfg.CgroupParent, "err", err)
-	}
 	if _, err := r.PruneCaches(); err != nil {
 		cfg.Logger.Warn("pruning vm disk caches", "err", err)
 	}
