@@ -150,7 +150,7 @@ func (s *session) hostMarkers() error {
 func (s *session) create(ctx context.Context, role string, req apiv1.CreateSandboxRequest) (*sbx, error) {
 	req.Runtime = s.rt
 	req.Timeout = 1800
-	req.Tags = map[string]string{"corral.selftest": s.nonce, "role": role}
+	req.Tags = map[string]string{"selftest": s.nonce, "role": role}
 	rec, err := s.c.Create(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("creating the %s sandbox: %w", role, err)
