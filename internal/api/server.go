@@ -20,6 +20,7 @@ import (
 
 	"corral/internal/build"
 	"corral/internal/errdefs"
+	"corral/internal/hostpath"
 	"corral/internal/manager"
 	"corral/pkg/apiv1"
 )
@@ -32,6 +33,7 @@ type Server struct {
 	m       *manager.Manager
 	builder *build.Builder
 	token   string
+	red     *hostpath.Redactor // host paths out of what callers see
 	log     *slog.Logger
 	version string
 	mux     *http.ServeMux
@@ -40,7 +42,8 @@ type Server struct {
 // New returns the API handler for m (and b, which builds images; nil: this
 // daemon does not), requiring token on every call but /v1/health.
 func New(m *manager.Manager, b *build.Builder, token, version string, log *slog.Logger) *Server {
-	s := &Server{m: m, builder: b, token: token, log: log, version: version, mux: http.NewServeMux()}
+	s := &Server{m: m, builder: b, token: token, log: log, version: version, mux: http.NewServeMux(),
+		red: hostpath.NewRedactor(m.HostPaths()...)}
 	s.routes()
 	return s
 }
@@ -110,7 +113,7 @@ func (s *Server) routes() {
 		s.mux.HandleFunc(r.pattern, h)
 	}
 	s.mux.HandleFunc("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, fmt.Errorf("%w: no route for %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
+		s.writeError(w, fmt.Errorf("%w: no route for %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	}))
 }
 
@@ -123,7 +126,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(v)
 			}
 			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
-			writeError(w, fmt.Errorf("internal error"))
+			s.writeError(w, fmt.Errorf("internal error"))
 		}
 	}()
 	s.mux.ServeHTTP(w, r)
@@ -133,11 +136,11 @@ func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || got == "" {
-			writeError(w, fmt.Errorf("%w: missing bearer token (Authorization: Bearer <token>)", errdefs.ErrUnauthenticated))
+			s.writeError(w, fmt.Errorf("%w: missing bearer token (Authorization: Bearer <token>)", errdefs.ErrUnauthenticated))
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
-			writeError(w, fmt.Errorf("%w: wrong token", errdefs.ErrUnauthenticated))
+			s.writeError(w, fmt.Errorf("%w: wrong token", errdefs.ErrUnauthenticated))
 			return
 		}
 		next(w, r)
@@ -176,8 +179,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, err error) {
-	writeJSON(w, errdefs.HTTPStatus(err), apiv1.Error{Error: apiv1.ErrorDetail{Code: errdefs.Code(err), Message: err.Error()}})
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	writeJSON(w, errdefs.HTTPStatus(err), apiv1.Error{Error: apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error())}})
 }
 
 // decodeJSON reads a bounded, strictly typed JSON body into v; its errors

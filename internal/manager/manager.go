@@ -82,6 +82,9 @@ type Config struct {
 	PortConns PortConns
 	// SnapshotQuota bounds memory snapshots (snapquota.go).
 	SnapshotQuota SnapshotQuota
+	// HostPaths are more of the host's paths (runsc, the guest kernel)
+	// that callers must not see in messages (HostPaths).
+	HostPaths []string
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it
@@ -205,6 +208,13 @@ func (c *Config) sandboxesDir() string { return filepath.Join(c.StateDir, "sandb
 func (c *Config) logsDir() string      { return filepath.Join(c.StateDir, "logs") }
 func (c *Config) logPath(id string) string {
 	return filepath.Join(c.logsDir(), id+".log")
+}
+
+// HostPaths lists the host's directories and files that messages to
+// callers must not name: the state directory, the base root filesystem,
+// the agent binary's directory and Config.HostPaths.
+func (m *Manager) HostPaths() []string {
+	return append([]string{m.cfg.StateDir, m.cfg.BaseRootFS, filepath.Dir(m.cfg.AgentBinary)}, m.cfg.HostPaths...)
 }
 
 // Processes is the exec service.
