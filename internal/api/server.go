@@ -11,9 +11,7 @@ package api
 import (
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -24,9 +22,6 @@ import (
 	"corral/internal/manager"
 	"corral/pkg/apiv1"
 )
-
-// maxJSONBody bounds every JSON request body.
-const maxJSONBody = 1 << 20
 
 // Server is the HTTP API.
 type Server struct {
@@ -129,7 +124,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, fmt.Errorf("internal error"))
 		}
 	}()
-	s.mux.ServeHTTP(w, r)
+	body, tr := trackBody(r)
+	s.mux.ServeHTTP(w, tr)
+	body.drain(w, r)
 }
 
 func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
@@ -181,47 +178,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, errdefs.HTTPStatus(err), apiv1.Error{Error: apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error())}})
-}
-
-// decodeJSON reads a bounded, strictly typed JSON body into v; its errors
-// name the offending field.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	return decodeJSONLimit(w, r, v, maxJSONBody)
-}
-
-// decodeJSONLimit is decodeJSON with a body limit of its own.
-func decodeJSONLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if dec.More() {
-		return errdefs.Invalid("body", "trailing data after the JSON object")
-	}
-	return nil
-}
-
-func jsonError(err error) error {
-	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-		tooBig *http.MaxBytesError
-	)
-	switch {
-	case errors.As(err, &syntax):
-		return errdefs.Invalid("body", "malformed JSON at byte %d: %v", syntax.Offset, err)
-	case errors.As(err, &typ):
-		return errdefs.Invalid(typ.Field, "expected %s, got JSON %s", typ.Type, typ.Value)
-	case errors.As(err, &tooBig):
-		return errdefs.Invalid("body", "larger than %d bytes", tooBig.Limit)
-	case errors.Is(err, io.EOF):
-		return errdefs.Invalid("body", "empty; a JSON object is required")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return errdefs.Invalid("body", "truncated JSON")
-	}
-	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return errdefs.Invalid(strings.Trim(f, `"`), "unknown field")
-	}
-	return errdefs.Invalid("body", "%v", err)
 }
