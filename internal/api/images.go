@@ -59,12 +59,20 @@ func (s *Server) pruneImages(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	out := apiv1.PruneReport{Images: []string{}, Layers: []string{}, Bytes: rep.Bytes}
+	out := apiv1.PruneReport{Images: []string{}, Layers: []string{}, Bytes: rep.Bytes, Kept: []apiv1.PruneKept{}}
 	for _, d := range rep.Images {
 		out.Images = append(out.Images, string(d))
 	}
 	for _, d := range rep.Layers {
 		out.Layers = append(out.Layers, string(d))
+	}
+	for _, k := range rep.Kept {
+		pk := apiv1.PruneKept{Kind: k.Kind, Digest: string(k.Digest), Reason: k.Reason, Detail: k.Detail}
+		if !k.Until.IsZero() {
+			until := k.Until.UTC()
+			pk.Until = &until
+		}
+		out.Kept = append(out.Kept, pk)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
