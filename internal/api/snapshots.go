@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"corral/internal/errdefs"
 	"corral/internal/sandbox"
@@ -20,13 +21,21 @@ func (s *Server) snapshotFS(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	img, err := s.builder.SnapshotFS(r.Context(), r.PathValue("id"), req.Tag)
+	snap, err := s.builder.SnapshotFS(r.Context(), r.PathValue("id"), req.Tag)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	described, err := s.m.Images().Get(string(img.Digest))
-	s.writeImage(w, described, err)
+	described, err := s.m.Images().Get(string(snap.Image.Digest))
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	out := apiv1.SnapshotFSResult{Image: toImage(described), LeftOut: []string{}, LeftOutCount: snap.LeftOutCount}
+	for _, n := range snap.LeftOut {
+		out.LeftOut = append(out.LeftOut, "/"+strings.TrimPrefix(n, "/"))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // pauseSandbox saves a running sandbox to disk.
