@@ -82,6 +82,9 @@ type Config struct {
 	PortConns PortConns
 	// SnapshotQuota bounds memory snapshots (snapquota.go).
 	SnapshotQuota SnapshotQuota
+	// Retention bounds how long ended sandboxes' records, events and logs
+	// are kept (retention.go); zero keeps them forever.
+	Retention Retention
 	// HostPaths are more of the host's paths (runsc, the guest kernel)
 	// that callers must not see in messages (HostPaths).
 	HostPaths []string
@@ -188,6 +191,10 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	m.adoptTemplates(ctx)
 	m.refill()
+	if cfg.Retention.Keep > 0 {
+		m.wg.Add(1)
+		go m.retain()
+	}
 	return m, nil
 }
 
