@@ -176,6 +176,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeError answers with err translated: its kind's status and code, and
+// its message without host paths. An internal error (500) is logged with its
+// full message, which the caller does not see.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
-	writeJSON(w, errdefs.HTTPStatus(err), apiv1.Error{Error: apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error())}})
+	status := errdefs.HTTPStatus(err)
+	if status == http.StatusInternalServerError {
+		s.log.Warn("request failed", "op", "api", "code", errdefs.Code(err), "err", err)
+	}
+	writeJSON(w, status, apiv1.Error{Error: apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error())}})
 }
