@@ -219,9 +219,20 @@ func (c *Config) logPath(id string) string {
 
 // HostPaths lists the host's directories and files that messages to
 // callers must not name: the state directory, the base root filesystem,
-// the agent binary's directory and Config.HostPaths.
+// the agent binary's directory, the image store and Config.HostPaths, as
+// given and with symlinks resolved (errors name either), the state
+// directory first.
 func (m *Manager) HostPaths() []string {
-	return append([]string{m.cfg.StateDir, m.cfg.BaseRootFS, filepath.Dir(m.cfg.AgentBinary)}, m.cfg.HostPaths...)
+	paths := append([]string{m.cfg.StateDir, m.cfg.BaseRootFS, filepath.Dir(m.cfg.AgentBinary)}, m.cfg.HostPaths...)
+	if m.cfg.Images != nil {
+		paths = append(paths, m.cfg.Images.Root())
+	}
+	for _, p := range paths {
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+			paths = append(paths, real)
+		}
+	}
+	return paths
 }
 
 // Processes is the exec service.
