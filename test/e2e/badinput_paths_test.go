@@ -60,7 +60,9 @@ func TestBadInputAdopter(t *testing.T) {
 		{"layout without index.json", "/v1/images/import?ref=test/x:1", tarOf(t, "oci-layout", nil), "index.json is missing"},
 	} {
 		status, body := d.api("POST", c.path, d.token, c.body)
-		var e struct{ Error struct{ Code, Message string } }
+		var e struct {
+			Error struct{ Code, Message string }
+		}
 		if err := json.Unmarshal([]byte(body), &e); err != nil || status != 400 || e.Error.Code != "invalid_argument" ||
 			!strings.Contains(e.Error.Message, c.mention) || strings.Contains(e.Error.Message, d.state) {
 			t.Errorf("%s: %d %s; want a 400 mentioning %q and no host path", c.name, status, body, c.mention)
