@@ -13,7 +13,7 @@ func newFsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "fs", Short: "Read and write files in a sandbox"}
 	cmd.PersistentFlags().StringVarP(&fsUser, "user", "u", "",
 		"act as this user (name or uid[:gid]): it owns what is created; default the sandbox's user")
-	cmd.AddCommand(newFsPutCmd(), newFsGetCmd(), newFsLsCmd(), newFsRmCmd(), newFsMkdirCmd())
+	cmd.AddCommand(newFsPutCmd(), newFsGetCmd(), newFsLsCmd(), newFsRmCmd(), newFsMkdirCmd(), newFsWatchCmd())
 	return cmd
 }
 

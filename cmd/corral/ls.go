@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,24 +18,25 @@ func newLsCmd() *cobra.Command {
 	var (
 		asJSON bool
 		all    bool
+		states []string
+		tags   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
-		Short: "List sandboxes (live ones; --all for every record)",
+		Short: "List sandboxes (live ones; --all for every record; --state and --tag filter)",
 		Args:  cobra.NoArgs,
 		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
-			sbs, err := c.List(ctx, "")
+			o := corral.ListOptions{States: states, Tags: map[string]string{}}
+			if !all && len(states) == 0 {
+				o.States = []string{"creating", "running", "paused", "terminating"}
+			}
+			for _, t := range tags {
+				k, v, _ := strings.Cut(t, "=")
+				o.Tags[k] = v
+			}
+			sbs, err := c.ListAll(ctx, o)
 			if err != nil {
 				return err
-			}
-			if !all {
-				live := sbs[:0]
-				for _, sb := range sbs {
-					if sb.State != "terminated" && sb.State != "failed" {
-						live = append(live, sb)
-					}
-				}
-				sbs = live
 			}
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
@@ -56,5 +58,7 @@ func newLsCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include terminated and failed sandboxes")
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only sandboxes in these states (repeat or comma-separate; replaces the live-only default)")
+	cmd.Flags().StringArrayVar(&tags, "tag", nil, "only sandboxes with this tag: k=v, or k for any value (repeat: all must match)")
 	return cmd
 }

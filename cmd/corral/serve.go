@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"corral/internal/daemon"
 	"corral/internal/manager"
@@ -52,6 +53,7 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&cfg.WarmPool, "warm-pool", daemon.AutoWarmPool,
 		fmt.Sprintf("sandboxes of the default spec (base image, gvisor, default resources) kept started for fast creates; -1: one per CPU, 1 to 8 (%d here); 0: none", daemon.AutoWarmPoolSize()))
 	f.Var(warmPoolsValue{&cfg.WarmPools}, "warm-pool-spec", "another warm pool (repeatable): size=N[,runtime=R][,image=I][,cpu=C][,memory_mb=M][,disk_mb=D]...")
+	f.DurationVar(&cfg.MetricsInterval, "metrics-interval", 5*time.Second, "how often each running sandbox's CPU, memory and disk are sampled (corral stats, GET .../metrics); 0 turns sampling off")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	f.DurationVar(&cfg.Retention, "retention", manager.DefaultRetention,
 		"how long after a sandbox ends its record (inspect, ls --all), events and entrypoint log are kept, then pruned in the background; 0: forever")

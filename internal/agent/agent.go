@@ -1,8 +1,9 @@
 // Package agent is the guest agent: PID 1 inside every sandbox, whatever the
 // runtime. It serves the host<->agent protocol of package agentapi (see
 // docs/AGENT_PROTOCOL.md) over one byte stream: it starts and supervises
-// processes, streams their output, reaps zombies, and reads and writes
-// files, every path resolved inside its root by package fspath.
+// processes, streams their output, reaps zombies, reads and writes files
+// and watches directories (inotify), every path resolved inside its root
+// by package fspath.
 //
 // Everything the daemon sends is bounded (frame, header and body sizes,
 // concurrent streams, output backlogs, process counts) and every path is
@@ -48,6 +49,10 @@ type Config struct {
 	// OnSessionEnd runs after POST /v1/session/end has closed the
 	// connection (Main: release a listener a snapshot cannot hold).
 	OnSessionEnd func()
+	// Protocols are the protocol versions served (a subset of
+	// agentapi.SupportedVersions); empty serves them all. Tests serve
+	// older ones to stand for an agent frozen in an old image or snapshot.
+	Protocols []int
 }
 
 // Bounds of the HTTP/2 transport (docs/AGENT_PROTOCOL.md, "Transport").
@@ -75,6 +80,10 @@ type Server struct {
 	procs   *table
 	reaper  *reaper
 	started time.Time
+	// protocols are the versions served; watches holds a token per
+	// watch stream open (agentapi.MaxWatches).
+	protocols []int
+	watches   chan struct{}
 	// http serves each connection ServeConn is given (Serve on a
 	// connListener): HTTP/2 with prior knowledge only.
 	http *http.Server
@@ -104,6 +113,11 @@ func New(cfg Config) *Server {
 		procs:   newTable(),
 		reaper:  startReaper(),
 		started: time.Now(),
+		watches: make(chan struct{}, agentapi.MaxWatches),
+	}
+	s.protocols = agentapi.SupportedVersions
+	if len(cfg.Protocols) > 0 {
+		s.protocols = cfg.Protocols
 	}
 	var h2c http.Protocols
 	h2c.SetUnencryptedHTTP2(true)
@@ -127,8 +141,11 @@ func New(cfg Config) *Server {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+agentapi.PathVersion, s.wrap(s.version))
-	for _, v := range agentapi.SupportedVersions {
+	for _, v := range s.protocols {
 		p := fmt.Sprintf("/v%d", v)
+		if v >= agentapi.WatchSince {
+			mux.Handle("GET "+p+agentapi.PathWatch, s.wrap(s.fsWatch))
+		}
 		mux.Handle("GET "+p+agentapi.PathHealth, s.wrap(s.health))
 		mux.Handle("POST "+p+agentapi.PathStart, s.wrap(s.processStart))
 		mux.Handle("POST "+p+agentapi.PathConnect, s.wrap(s.processConnect))

@@ -63,6 +63,17 @@ const (
 	connRecvWindow   = streamRecvWindow * maxStreams
 )
 
+// The connection's health check: after PingAfter without a frame from
+// the agent the client sends an HTTP/2 PING, and drops the connection
+// when no answer comes within PingTimeout, so a silenced agent (stopped,
+// or a channel a guest process holds without speaking) is noticed within
+// their sum even while calls wait on it. Every HTTP/2 peer answers PINGs:
+// it asks nothing of the agent's protocol version. Variables for tests.
+var (
+	PingAfter   = 10 * time.Second
+	PingTimeout = 10 * time.Second
+)
+
 // Bounds the agent sets too (docs/AGENT_PROTOCOL.md, "Transport").
 const (
 	maxFrameSize   = 256 << 10
@@ -93,6 +104,8 @@ func newTransport(conn net.Conn) *http.Transport {
 			StrictMaxConcurrentRequests:   true,
 			MaxReceiveBufferPerStream:     streamRecvWindow,
 			MaxReceiveBufferPerConnection: connRecvWindow,
+			SendPingTimeout:               PingAfter,
+			PingTimeout:                   PingTimeout,
 		},
 	}
 }
@@ -129,6 +142,7 @@ func (c *Client) AgentVersion() string { return c.agentVersion }
 // Close closes the connection; calls in flight fail with ErrUnavailable.
 // Processes in the sandbox keep running.
 func (c *Client) Close() error {
+	c.conn.note(ErrClientClosed)
 	err := c.cc.Close()
 	c.conn.Close()
 	return err
@@ -246,44 +260,6 @@ func statusKind(status int) error {
 		return errors.New("internal error")
 	}
 }
-
-// watchedConn closes done when the connection fails or is closed, which is
-// how Client.Done learns that the agent is gone.
-type watchedConn struct {
-	net.Conn
-	once sync.Once
-	done chan struct{}
-}
-
-func newWatchedConn(c net.Conn) *watchedConn {
-	return &watchedConn{Conn: c, done: make(chan struct{})}
-}
-
-// Read notes a failed connection.
-func (w *watchedConn) Read(p []byte) (int, error) {
-	n, err := w.Conn.Read(p)
-	if err != nil {
-		w.lost()
-	}
-	return n, err
-}
-
-// Write notes a failed connection.
-func (w *watchedConn) Write(p []byte) (int, error) {
-	n, err := w.Conn.Write(p)
-	if err != nil {
-		w.lost()
-	}
-	return n, err
-}
-
-// Close notes the closed connection.
-func (w *watchedConn) Close() error {
-	w.lost()
-	return w.Conn.Close()
-}
-
-func (w *watchedConn) lost() { w.once.Do(func() { close(w.done) }) }
 
 // handshakeAttempts bounds Connect's attempts; attempt n may take
 // n × handshakeStep before the channel is dropped and dialed anew (a

@@ -84,8 +84,9 @@ func TestNegotiation(t *testing.T) {
 		kind      error
 	}{
 		{"common version", []int{1}, 1, nil},
-		{"highest common", []int{0, 1, 9}, 1, nil},
-		{"none in common", []int{2, 3}, 0, errdefs.ErrNotSupported},
+		{"highest common", []int{0, 1, 2, 9}, 2, nil},
+		{"an older agent", []int{1, 9}, 1, nil},
+		{"none in common", []int{3, 4}, 0, errdefs.ErrNotSupported},
 		{"empty", nil, 0, errdefs.ErrNotSupported},
 	}
 	for _, tt := range tests {

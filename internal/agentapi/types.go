@@ -15,14 +15,20 @@ package agentapi
 import "time"
 
 // ProtocolVersion is the newest protocol version this package speaks.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // SupportedVersions lists every protocol version this package speaks, newest
 // last. Both the agent (in GET /version) and the client use it.
-var SupportedVersions = []int{1}
+//
+// 1: processes, files, ports, snapshots' session end and identity.
+// 2: all of 1, and file watching (GET /v2/fs/watch).
+var SupportedVersions = []int{1, 2}
+
+// WatchSince is the first protocol version with file watching.
+const WatchSince = 2
 
 // AgentVersion is the agent's release string reported in GET /version.
-const AgentVersion = "corral-agent 0.1.0"
+const AgentVersion = "corral-agent 0.2.0"
 
 // Paths. PathVersion is unversioned; the others follow the /v<N> prefix.
 const (
@@ -46,6 +52,7 @@ const (
 	PathExportUpper   = "/fs/export-upper"
 	PathEndSession    = "/session/end"
 	PathIdentity      = "/identity"
+	PathWatch         = "/fs/watch" // since WatchSince
 	ContentTypeNDJSON = "application/x-ndjson"
 )
 

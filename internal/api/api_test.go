@@ -61,7 +61,7 @@ func newAPIEnvWith(t *testing.T, edit func(*manager.Config)) *apiEnv {
 	cfg := manager.Config{
 		StateDir: dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Records: rec,
 		Runtimes: map[string]runtime.Runtime{"gvisor": e.rt}, MaxSandboxes: 8,
-		Logger: slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second,
+		Logger: slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second, MetricsInterval: 100 * time.Millisecond,
 	}
 	edit(&cfg)
 	m, err := manager.New(context.Background(), cfg)

@@ -113,22 +113,22 @@ func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 	return out
 }
 
+// listSandboxes is GET /v1/sandboxes: a page of records, filtered by
+// state and tags (listOptions).
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
-	all, err := s.m.List(r.Context())
+	o, err := listOptions(r)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	state := r.URL.Query().Get("state")
-	if state != "" && !sandbox.State(state).Valid() {
-		s.writeError(w, errdefs.Invalid("state", "unknown state %q", state))
+	page, next, err := s.m.ListPage(r.Context(), o)
+	if err != nil {
+		s.writeError(w, err)
 		return
 	}
-	out := apiv1.SandboxList{Sandboxes: []apiv1.Sandbox{}}
-	for _, sb := range all {
-		if state == "" || string(sb.State) == state {
-			out.Sandboxes = append(out.Sandboxes, s.toAPI(sb))
-		}
+	out := apiv1.SandboxList{Sandboxes: []apiv1.Sandbox{}, Next: next}
+	for _, sb := range page {
+		out.Sandboxes = append(out.Sandboxes, s.toAPI(sb))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

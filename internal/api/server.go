@@ -59,12 +59,14 @@ var routes = []route{
 	{"GET /v1/sandboxes", false, func(s *Server) http.HandlerFunc { return s.listSandboxes }},
 	{"GET /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.getSandbox }},
 	{"DELETE /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.deleteSandbox }},
+	{"PATCH /v1/sandboxes/{id}", false, func(s *Server) http.HandlerFunc { return s.updateSandbox }},
 	{"POST /v1/sandboxes/{id}/pause", false, func(s *Server) http.HandlerFunc { return s.pauseSandbox }},
 	{"POST /v1/sandboxes/{id}/resume", false, func(s *Server) http.HandlerFunc { return s.resumeSandbox }},
 	{"PUT /v1/sandboxes/{id}/network", false, func(s *Server) http.HandlerFunc { return s.setNetwork }},
 	{"POST /v1/sandboxes/{id}/wait", false, func(s *Server) http.HandlerFunc { return s.waitSandbox }},
 	{"GET /v1/sandboxes/{id}/logs", false, func(s *Server) http.HandlerFunc { return s.sandboxLogs }},
 	{"GET /v1/sandboxes/{id}/events", false, func(s *Server) http.HandlerFunc { return s.sandboxEvents }},
+	{"GET /v1/sandboxes/{id}/metrics", false, func(s *Server) http.HandlerFunc { return s.sandboxMetrics }},
 	{"POST /v1/sandboxes/{id}/processes", false, func(s *Server) http.HandlerFunc { return s.execProcess }},
 	{"GET /v1/sandboxes/{id}/processes", false, func(s *Server) http.HandlerFunc { return s.listProcesses }},
 	{"GET /v1/sandboxes/{id}/processes/{pid}/events", false, func(s *Server) http.HandlerFunc { return s.attachProcess }},
@@ -73,6 +75,7 @@ var routes = []route{
 	{"POST /v1/sandboxes/{id}/processes/{pid}/resize", false, func(s *Server) http.HandlerFunc { return s.resizeProcess }},
 	{"GET /v1/sandboxes/{id}/files", false, func(s *Server) http.HandlerFunc { return s.readFile }},
 	{"PUT /v1/sandboxes/{id}/files", false, func(s *Server) http.HandlerFunc { return s.writeFile }},
+	{"GET /v1/sandboxes/{id}/files/watch", false, func(s *Server) http.HandlerFunc { return s.watchFiles }},
 	{"GET /v1/sandboxes/{id}/fs/stat", false, func(s *Server) http.HandlerFunc { return s.statFile }},
 	{"GET /v1/sandboxes/{id}/fs/list", false, func(s *Server) http.HandlerFunc { return s.listDir }},
 	{"POST /v1/sandboxes/{id}/fs/mkdir", false, func(s *Server) http.HandlerFunc { return s.makeDir }},
@@ -103,6 +106,12 @@ func (s *Server) routes() {
 	for _, r := range routes {
 		h := r.handler(s)
 		if !r.public {
+			// A name works wherever an id does, for callers with the
+			// token (a port's public URL takes the id only: it does not
+			// tell strangers which names exist).
+			if strings.Contains(r.pattern, "{id}") {
+				h = s.byName(h)
+			}
 			h = s.auth(h)
 		}
 		s.mux.HandleFunc(r.pattern, h)

@@ -63,8 +63,11 @@ type Config struct {
 	// WarmPools are more pools, of other specs (manager.ParseWarmPool).
 	WarmPools []manager.WarmPoolConfig
 	Net       NetConfig
-	Version   string
-	Logger    *slog.Logger
+	// MetricsInterval is the time between the samples of each running
+	// sandbox's use; 0 turns sampling off.
+	MetricsInterval time.Duration
+	Version         string
+	Logger          *slog.Logger
 
 	// Shares bound what sandboxes may take from one another (shares.go).
 	Shares Shares
@@ -72,6 +75,15 @@ type Config struct {
 	// Retention is how long the records, events and entrypoint logs of
 	// ended sandboxes are kept; zero keeps them forever.
 	Retention time.Duration
+}
+
+// metricsInterval maps the daemon's flag (0: off) to the manager's
+// setting (negative: off).
+func metricsInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // Run serves until ctx ends. Sandboxes keep running after it returns; the
@@ -143,7 +155,7 @@ func Run(ctx context.Context, cfg Config) error {
 	mcfg := manager.Config{
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Records: st, Logger: log,
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
-		Images: images, PortKey: key.Derive(portTokenKeyLabel),
+		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {

@@ -37,6 +37,11 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
+	release, err := m.reserveName(spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if from == nil {
 		if rec, ok, err := m.claimFromPool(ctx, spec); ok || err != nil {
 			return rec, err

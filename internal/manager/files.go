@@ -135,6 +135,26 @@ func (s Files) Chmod(ctx context.Context, id, path string, mode os.FileMode, use
 	return t.agent.Chmod(ctx, t.path, mode, t.user)
 }
 
+// Watch opens a watch of directory path (recursive: and of every
+// directory below it, as they appear) and returns its event stream once
+// the watch is set up; closing the stream or cancelling ctx ends it. The
+// watch counts as activity only while it is set up: an open watch does
+// not keep the sandbox from its idle timeout, and a pause or the end of
+// the sandbox ends the stream. An agent older than protocol 2 is
+// ErrNotSupported, naming its version.
+func (s Files) Watch(ctx context.Context, id, path string, recursive bool, user string) (*agentapi.WatchStream, error) {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return nil, err
+	}
+	defer t.release()
+	ws, err := t.agent.Watch(ctx, t.path, recursive, t.user)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return ws, nil
+}
+
 // ExportChanges writes what a running sandbox changed in its root
 // filesystem as an OCI layer tar (see runtime.ChangeExporter), without
 // whiteouts that hide nothing in its image. The sandbox's lifecycle lock

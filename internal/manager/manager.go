@@ -6,7 +6,8 @@
 // restart. Everything else callers do to sandboxes goes through small
 // services over handles, one per file: Processes (exec.go), Files
 // (files.go), Ports (ports.go), Snapshots (snapshot.go, fork.go), Images
-// (images.go), and the warm pools (pool.go).
+// (images.go), the warm pools (pool.go), and the metrics sampler's view of
+// the live sandboxes (metrics.go, over internal/metrics).
 //
 // It imports contracts (sandbox, runtime, agentapi, records, errdefs) and
 // the resource owners (netpolicy, the image store), never a runtime backend
@@ -31,6 +32,7 @@ import (
 	imagestore "corral/internal/image/store"
 	"corral/internal/keylimit"
 	"corral/internal/manager/handle"
+	"corral/internal/metrics"
 	"corral/internal/netpolicy/policy"
 	"corral/internal/records"
 	"corral/internal/runtime"
@@ -82,6 +84,12 @@ type Config struct {
 	PortConns PortConns
 	// SnapshotQuota bounds memory snapshots (snapquota.go).
 	SnapshotQuota SnapshotQuota
+	// MetricsInterval is the time between the metrics sampler's rounds
+	// (internal/metrics): 0 means metrics.DefaultInterval, negative turns
+	// sampling off. MetricsKeep bounds the samples kept per sandbox (0:
+	// metrics.DefaultKeep).
+	MetricsInterval time.Duration
+	MetricsKeep     int
 	// Retention bounds how long ended sandboxes' records, events and logs
 	// are kept (retention.go); zero keeps them forever.
 	Retention Retention
@@ -111,6 +119,8 @@ type Manager struct {
 
 	mu      sync.Mutex
 	handles map[string]*handle.Handle // live sandboxes, by id
+	// creatingNames holds the names of creates in flight (reserveName).
+	creatingNames map[string]bool
 
 	decisions chan policy.Decision // egress decisions for the event log
 	pools     []*warmPool
@@ -136,6 +146,8 @@ type Manager struct {
 
 	versionsMu sync.Mutex
 	versions   map[string]string // runtime name -> version (runtimeVersion)
+
+	sampler *metrics.Sampler // nil: sampling is off
 }
 
 // New builds a Manager and reconciles the records with what the runtimes
@@ -173,7 +185,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{cfg: cfg, log: cfg.Logger, records: cfg.Records, ctx: lctx, cancel: cancel,
-		handles: map[string]*handle.Handle{}, versions: map[string]string{}, pools: pools,
+		handles: map[string]*handle.Handle{}, creatingNames: map[string]bool{}, versions: map[string]string{}, pools: pools,
 		decisions: make(chan policy.Decision, maxPendingDecisions), fillSlot: make(chan struct{}, 1),
 		starting: make(chan struct{}, cfg.MaxStarting), portConns: portConns, portReports: keylimit.Every{Interval: limitReports}}
 	m.host = &handle.Host{Records: cfg.Records, Log: cfg.Logger, Images: cfg.Images,
@@ -184,6 +196,10 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m.procs, m.files, m.ports, m.snaps, m.images = Processes{m}, Files{m}, Ports{m}, Snapshots{m}, Images{m}
 	m.wg.Add(1)
 	go m.writeDecisions()
+	if m.sampler = m.newSampler(); m.sampler != nil {
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); m.sampler.Run(m.ctx) }()
+	}
 	if err := m.reconcile(ctx); err != nil {
 		cancel()
 		m.wg.Wait()

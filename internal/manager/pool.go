@@ -16,8 +16,8 @@ import (
 
 // ReservedTagPrefix begins the tag keys the daemon gives its own
 // sandboxes (warm pools', builds', forks' copies); API callers may not
-// set them.
-const ReservedTagPrefix = "corral."
+// set them. The one definition is the sandbox contract's.
+const ReservedTagPrefix = sandbox.ReservedTagPrefix
 
 // poolTag marks, in its record, a sandbox waiting in the warm pool; such
 // sandboxes are not listed. A claim replaces the tags with the caller's.
@@ -278,7 +278,7 @@ func (m *Manager) claim(ctx context.Context, h *handle.Handle, spec sandbox.Spec
 	rec, err := h.Apply(ctx, handle.Change{
 		Edit: func(s *sandbox.Sandbox) {
 			s.Spec = spec
-			s.CreatedAt = time.Now().UTC() // and so a new port token (PortToken)
+			s.CreatedAt, s.Lifetime = time.Now().UTC(), 0 // and so a new port token (PortToken)
 		},
 		Event: &handle.Event{Kind: "running", Message: "sandbox running (from the warm pool)",
 			Fields: map[string]string{"runtime": h.Runtime().Name(), "warm": "true"}},

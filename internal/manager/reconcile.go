@@ -150,6 +150,11 @@ func (m *Manager) adopt(ctx context.Context, h *handle.Handle) (string, error) {
 	}
 	client, err := h.Connect(ctx)
 	if err != nil {
+		if m.agentGoneReason(h) == sandbox.EndAgentChannelLost {
+			// It runs, but what answers on its channel (if anything) is
+			// not its agent: hijacked or silenced from inside.
+			return sandbox.EndAgentChannelLost, fmt.Errorf("the sandbox runs but its agent channel does not answer as an agent: %w", err)
+		}
 		return sandbox.EndLost, err
 	}
 	if sb.State == sandbox.Paused {

@@ -111,7 +111,8 @@ func (s Snapshots) take(ctx context.Context, id, name string) (*sandbox.Snapshot
 
 // saveLocked ends the agent session, has the runtime save the sandbox into
 // dir, and reconnects (the caller holds h's lock). A sandbox whose agent
-// does not come back is ended as crashed.
+// does not come back is ended as crashed, or as agent_channel_lost when
+// it still runs.
 func (m *Manager) saveLocked(ctx context.Context, h *handle.Handle, client *agentapi.Client, sn runtime.Snapshotter, dir string) error {
 	h.Quiet(true)
 	defer h.Quiet(false)
@@ -121,8 +122,15 @@ func (m *Manager) saveLocked(ctx context.Context, h *handle.Handle, client *agen
 	saveErr := sn.SaveSnapshot(ctx, h.Ref(), dir)
 	next, err := h.Connect(context.WithoutCancel(ctx))
 	if err != nil {
-		h.Event("crashed", "agent gone after a snapshot", map[string]string{"err": err.Error()})
-		m.terminateAsync(h.ID(), sandbox.EndCrashed, nil)
+		// After a good save, an agent that the still running sandbox
+		// does not let the daemon reach again means its channel was
+		// taken from inside.
+		if saveErr == nil && m.agentGoneReason(h) == sandbox.EndAgentChannelLost {
+			m.channelLost(h, "the agent did not answer after a snapshot", map[string]string{"reconnect": err.Error()})
+		} else {
+			h.Event("crashed", "agent gone after a snapshot", map[string]string{"err": err.Error()})
+			m.terminateAsync(h.ID(), sandbox.EndCrashed, nil)
+		}
 		return errors.Join(saveErr, err)
 	}
 	if old := h.SetAgent(next); old != nil {

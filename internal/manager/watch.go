@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"corral/internal/agentapi"
 	"corral/internal/manager/handle"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
@@ -24,11 +25,12 @@ func (m *Manager) watch(h *handle.Handle) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		m.watchLoop(h, client.Done())
+		m.watchLoop(h, client)
 	}()
 }
 
-func (m *Manager) watchLoop(h *handle.Handle, agentGone <-chan struct{}) {
+func (m *Manager) watchLoop(h *handle.Handle, client *agentapi.Client) {
+	agentGone := client.Done()
 	rec := h.Record()
 	expiry := time.NewTimer(time.Until(rec.ExpiresAt()))
 	defer expiry.Stop()
@@ -40,11 +42,20 @@ func (m *Manager) watchLoop(h *handle.Handle, agentGone <-chan struct{}) {
 			return
 		case <-m.ctx.Done():
 			return
+		case <-h.Lifetime():
+			rec = h.Record()
+			expiry.Reset(time.Until(rec.ExpiresAt()))
 		case <-expiry.C:
-			h.Event("timeout", "lifetime timeout reached", map[string]string{"timeout": rec.Spec.Timeout.String()})
+			h.Event("timeout", "lifetime timeout reached", map[string]string{"timeout": rec.Spec.Timeout.String(),
+				"expires_at": rec.ExpiresAt().Format(time.RFC3339Nano)})
 			m.terminateAsync(rec.ID, sandbox.EndTimeout, nil)
 			return
 		case <-tick.C:
+			m.rotateLogs(h)
+			if err := client.CheckChannel(); err != nil && m.channelOwned(h) {
+				m.channelLost(h, err.Error(), nil)
+				return
+			}
 			if it := rec.Spec.IdleTimeout; it > 0 && h.IdleFor(time.Now()) >= it {
 				if rec.Spec.AutoPause {
 					m.idlePause(h, it)
@@ -55,36 +66,41 @@ func (m *Manager) watchLoop(h *handle.Handle, agentGone <-chan struct{}) {
 				return
 			}
 		case <-agentGone:
-			m.agentLost(h)
+			m.agentLost(h, client)
 			return
 		}
 	}
 }
 
 // agentLost handles a dropped agent connection: if the sandbox is gone it
-// crashed; if it still runs, reconnect once.
-func (m *Manager) agentLost(h *handle.Handle) {
-	if h.Quieted() {
-		return // a snapshot ended the session; it reconnects and watches anew
-	}
-	if h.State() != sandbox.Running || h.Detached() || m.ctx.Err() != nil {
-		// The daemon is stopping, or the sandbox is being paused or ended:
-		// the connection went because we closed it, not because the sandbox
-		// died. The next daemon adopts the sandbox.
+// crashed; if it still runs, reconnect once, and when that fails too the
+// channel was hijacked or silenced from inside (channelLost).
+func (m *Manager) agentLost(h *handle.Handle, client *agentapi.Client) {
+	if !m.channelOwned(h) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	seen := "connection lost"
+	if err := client.Err(); err != nil {
+		seen = err.Error()
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, reconnectTimeout)
 	defer cancel()
 	st, err := h.Runtime().Status(ctx, h.Ref())
 	if err == nil && st == runtime.StateRunning {
-		if client, err := h.Connect(ctx); err == nil {
-			h.SetAgent(client)
-			m.log.Warn("agent connection lost; reconnected", "sandbox", h.ID())
+		next, cerr := h.Connect(ctx)
+		if cerr == nil {
+			h.SetAgent(next)
+			m.log.Warn("agent connection lost; reconnected", "sandbox", h.ID(), "seen", seen)
 			m.watch(h)
 			return
 		}
+		if m.stillRuns(h) {
+			m.channelLost(h, seen, map[string]string{"reconnect": cerr.Error()})
+			return
+		}
+		st = runtime.StateStopped
 	}
-	h.Event("crashed", "sandbox agent is gone", map[string]string{"runtime_state": string(st)})
+	h.Event("crashed", "sandbox agent is gone", map[string]string{"runtime_state": string(st), "seen": seen})
 	m.terminateAsync(h.ID(), sandbox.EndCrashed, nil)
 }
 
@@ -100,5 +116,17 @@ func (m *Manager) idlePause(h *handle.Handle, it time.Duration) {
 		if h.State() == sandbox.Running {
 			m.terminateAsync(h.ID(), sandbox.EndIdleTimeout, nil)
 		}
+	}
+}
+
+// rotateLogs keeps the sandbox's host logs (console, serial) within their
+// bounds, for runtimes that have such logs.
+func (m *Manager) rotateLogs(h *handle.Handle) {
+	lr, ok := h.Runtime().(runtime.LogRotator)
+	if !ok {
+		return
+	}
+	if err := lr.RotateLogs(h.Ref()); err != nil {
+		m.log.Debug("rotating sandbox logs", "sandbox", h.ID(), "err", err)
 	}
 }

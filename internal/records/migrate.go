@@ -38,6 +38,8 @@ var migrations = []string{
 	`ALTER TABLE snapshots ADD COLUMN env_sealed TEXT NOT NULL DEFAULT ''`,
 	// 9: port tokens are derived, never stored (manager/ports.go).
 	`UPDATE sandboxes SET port_token = ''`,
+	// 10: a lifetime changed while the sandbox lives (sandbox.Lifetime).
+	`ALTER TABLE sandboxes ADD COLUMN lifetime INTEGER NOT NULL DEFAULT 0`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -10,7 +10,7 @@ import (
 	"corral/internal/sandbox"
 )
 
-const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, runtime_info, paused_at, paused_for, env_sealed`
+const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, runtime_info, paused_at, paused_for, env_sealed, lifetime`
 
 // PutSandbox inserts or replaces the record of sb and appends events to
 // its event log, in one transaction (one synced write).
@@ -46,7 +46,7 @@ func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox, events ...E
 }
 
 const putSandboxSQL = `INSERT OR REPLACE INTO sandboxes (name, ` + sandboxColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // sandboxArgs are the values of putSandboxSQL for sb: its spec without
 // the env, which is sealed apart.
@@ -65,7 +65,7 @@ func (s *Store) sandboxArgs(sb *sandbox.Sandbox) ([]any, error) {
 	}
 	return []any{sb.Spec.Name, sb.ID, string(sb.State), string(spec), unixNano(sb.CreatedAt), unixNano(sb.StartedAt),
 		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, string(info),
-		unixNano(sb.PausedAt), int64(sb.PausedFor), env}, nil
+		unixNano(sb.PausedAt), int64(sb.PausedFor), env, int64(sb.Lifetime)}, nil
 }
 
 // GetSandbox returns the record of id.
@@ -111,9 +111,10 @@ func (s *Store) scanSandbox(r scanner) (*sandbox.Sandbox, error) {
 		exit                    sql.NullInt64
 		info                    string
 		pausedAt, pausedFor     int64
+		lifetime                int64
 	)
 	if err := r.Scan(&sb.ID, &state, &spec, &created, &started, &ended, &exit,
-		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &info, &pausedAt, &pausedFor, &env); err != nil {
+		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &info, &pausedAt, &pausedFor, &env, &lifetime); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(info), &sb.RuntimeInfo); err != nil || len(sb.RuntimeInfo) == 0 {
@@ -125,6 +126,7 @@ func (s *Store) scanSandbox(r scanner) (*sandbox.Sandbox, error) {
 	sb.State = sandbox.State(state)
 	sb.CreatedAt, sb.StartedAt, sb.EndedAt = fromNano(created), fromNano(started), fromNano(ended)
 	sb.PausedAt, sb.PausedFor = fromNano(pausedAt), time.Duration(pausedFor)
+	sb.Lifetime = time.Duration(lifetime)
 	if exit.Valid {
 		code := int(exit.Int64)
 		sb.ExitCode = &code

@@ -52,6 +52,8 @@ CREATE TABLE IF NOT EXISTS sandboxes (
 	dir           TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);
+CREATE INDEX IF NOT EXISTS sandboxes_name ON sandboxes(name, created_at);
+CREATE INDEX IF NOT EXISTS sandboxes_order ON sandboxes(created_at, id);
 CREATE TABLE IF NOT EXISTS events (
 	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
 	sandbox_id TEXT NOT NULL,

@@ -211,3 +211,12 @@ type MemoryReporter interface {
 type Versioner interface {
 	Version(ctx context.Context) (string, error)
 }
+
+// LogRotator is a runtime whose sandboxes write logs on the host (PID 1's
+// output, a serial console). The runtime keeps them on bounded mounts
+// (the bound holds while no daemon runs); RotateLogs, which the daemon
+// calls every second or so for each running sandbox, keeps their recent
+// part within that bound.
+type LogRotator interface {
+	RotateLogs(ref Ref) error
+}

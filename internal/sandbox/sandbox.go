@@ -12,6 +12,10 @@ const (
 	EndCrashed     = "crashed"      // PID 1 or the agent died: 137
 	EndLost        = "lost"         // not recoverable after a daemon restart: 137
 	EndFailed      = "failed"       // creation failed
+	// EndAgentChannelLost: the sandbox still ran, but its agent channel
+	// was hijacked or silenced from inside (a socket replaced, an agent
+	// stopped or answering wrongly): 137.
+	EndAgentChannelLost = "agent_channel_lost"
 )
 
 // ExitCodeFor is the exit code wait reports for an end reason when there is
@@ -44,6 +48,12 @@ type Sandbox struct {
 	// count against the lifetime timeout.
 	PausedAt  time.Time
 	PausedFor time.Duration
+	// Lifetime is the running time the sandbox may have, counted from
+	// CreatedAt with paused time left out; zero means Spec.Timeout. It
+	// is set when the lifetime is changed while the sandbox lives
+	// (SetRemaining), so the spec keeps what the caller asked at create
+	// (and what snapshots and forks copy).
+	Lifetime time.Duration
 	// RuntimeInfo is what the runtime says about the sandbox's machine
 	// (vm: the accelerator, machine type, kernel); nil when nothing.
 	RuntimeInfo map[string]string
@@ -62,5 +72,30 @@ type Phase struct {
 	Duration time.Duration
 }
 
-// ExpiresAt is when the lifetime timeout fires.
-func (s *Sandbox) ExpiresAt() time.Time { return s.CreatedAt.Add(s.Spec.Timeout + s.PausedFor) }
+// ExpiresAt is when the lifetime timeout fires (while paused: when it
+// would fire had the pause ended at once; paused time does not count).
+func (s *Sandbox) ExpiresAt() time.Time { return s.CreatedAt.Add(s.lifetime() + s.PausedFor) }
+
+// lifetime is the running time the sandbox may have.
+func (s *Sandbox) lifetime() time.Duration {
+	if s.Lifetime > 0 {
+		return s.Lifetime
+	}
+	return s.Spec.Timeout
+}
+
+// SetRemaining makes the lifetime end d of running time after now (for a
+// paused sandbox: d after it resumes), shortening or extending it. With
+// extendOnly a lifetime that already ends later is kept. It reports
+// whether the lifetime changed.
+func (s *Sandbox) SetRemaining(now time.Time, d time.Duration, extendOnly bool) bool {
+	if !s.PausedAt.IsZero() {
+		now = s.PausedAt // the clock stopped at the pause
+	}
+	l := max(now.Add(d).Sub(s.CreatedAt)-s.PausedFor, 1) // zero would mean Spec.Timeout
+	if l == s.lifetime() || extendOnly && l < s.lifetime() {
+		return false
+	}
+	s.Lifetime = l
+	return true
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/ids"
 	"corral/internal/netpolicy/policy"
 )
 
@@ -24,6 +25,7 @@ const (
 	maxEnvEntries     = 256
 	maxEnvBytes       = 128 << 10
 	maxTags           = 64
+	maxTagValue       = 256
 	maxEntrypointArgs = 4096
 )
 
@@ -75,6 +77,11 @@ var (
 	tagKeyRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./-]{0,62}$`)
 	userRE   = regexp.MustCompile(`^([a-z_][a-z0-9_-]{0,31}\$?|[0-9]{1,10})(:([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10}))?$`)
 )
+
+// ValidName reports whether n can name a sandbox: a name is unique among
+// live sandboxes and accepted wherever an id is, so it must not look like
+// one.
+func ValidName(n string) bool { return nameRE.MatchString(n) && !ids.Sandbox(n) }
 
 // ValidUser reports whether u names a user the way processes take one: a
 // login name or a uid, optionally followed by ":" and a group name or gid.
@@ -188,8 +195,8 @@ func (s *Spec) validateStrings() error {
 	if len(s.Image) > 512 || strings.ContainsAny(s.Image, "\x00 \t\n") {
 		return errdefs.Invalid("image", "%q is not an image reference", s.Image)
 	}
-	if s.Name != "" && !nameRE.MatchString(s.Name) {
-		return errdefs.Invalid("name", "%q must match %s", s.Name, nameRE)
+	if s.Name != "" && !ValidName(s.Name) {
+		return errdefs.Invalid("name", "%q must match %s and not be shaped like a sandbox id", s.Name, nameRE)
 	}
 	if s.FromSnapshot != "" && !ValidSnapshotRef(s.FromSnapshot) {
 		return errdefs.Invalid("from_snapshot", "%q is neither a snapshot id nor a snapshot name", s.FromSnapshot)
@@ -197,13 +204,8 @@ func (s *Spec) validateStrings() error {
 	if err := validateEnv("env", s.Env); err != nil {
 		return err
 	}
-	if len(s.Tags) > maxTags {
-		return errdefs.Invalid("tags", "at most %d tags, got %d", maxTags, len(s.Tags))
-	}
-	for k, v := range s.Tags {
-		if !tagKeyRE.MatchString(k) || len(v) > 256 || strings.ContainsRune(v, 0) {
-			return errdefs.Invalid("tags", "bad tag %q (keys match %s, values at most 256 bytes)", k, tagKeyRE)
-		}
+	if err := ValidateTags(s.Tags); err != nil {
+		return err
 	}
 	if s.Workdir != "" && (!strings.HasPrefix(s.Workdir, "/") || len(s.Workdir) > 4096 || strings.ContainsRune(s.Workdir, 0)) {
 		return errdefs.Invalid("workdir", "must be an absolute path, got %q", s.Workdir)

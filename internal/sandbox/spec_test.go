@@ -28,6 +28,8 @@ func TestNormalize(t *testing.T) {
 		{"NUL in env", Spec{Env: map[string]string{"A": "x\x00"}}, "env"},
 		{"relative workdir", Spec{Workdir: "tmp"}, "workdir"},
 		{"bad name", Spec{Name: "../x"}, "name"},
+		{"name shaped like an id", Spec{Name: "sb-abcdefghijklmnop"}, "name"},
+		{"tag value too long", Spec{Tags: map[string]string{"k": strings.Repeat("v", 257)}}, "tags"},
 		{"empty entrypoint word", Spec{Entrypoint: []string{""}}, "entrypoint"},
 		{"bad image ref", Spec{Image: "a b"}, "image"},
 		{"tiny disk", Spec{DiskMB: 1}, "disk_mb"},

@@ -100,9 +100,12 @@ type Phase struct {
 	MS   float64 `json:"ms"`
 }
 
-// SandboxList is the body of GET /v1/sandboxes.
+// SandboxList is the body of GET /v1/sandboxes: a page, oldest first.
+// Next, when set, is the token (?next=) of the following page; a page may
+// then still hold fewer than the limit.
 type SandboxList struct {
 	Sandboxes []Sandbox `json:"sandboxes"`
+	Next      string    `json:"next,omitempty"`
 }
 
 // WaitResult is the body of POST /v1/sandboxes/{id}/wait.

@@ -45,6 +45,14 @@ type Options struct {
 	// Exclude lists absolute paths left out of the layer, and deletions of
 	// them too: files the runtime itself writes into every sandbox.
 	Exclude []string
+	// MaxBytes, when positive, bounds the data of the layer's regular
+	// files: an upper layer that holds more is refused
+	// (errdefs.ErrResourceExhausted) at the header of the file that
+	// passes it, before its data is read. A runtime passes the sandbox's
+	// disk size: its writable layer cannot hold more, but a file it holds
+	// sparsely (a hole of any size costs nothing inside) would be
+	// exported as that many zeros.
+	MaxBytes int64
 }
 
 // Stats describes a conversion.
@@ -63,6 +71,7 @@ type Stats struct {
 // to w.
 func Convert(r io.Reader, w io.Writer, opts Options) (Stats, error) {
 	c := converter{
+		maxBytes:  opts.MaxBytes,
 		tr:        tar.NewReader(r),
 		tw:        tar.NewWriter(w),
 		exclude:   map[string]bool{},
@@ -95,6 +104,8 @@ type converter struct {
 	exclude   map[string]bool
 	whiteouts map[string]bool // names already turned into whiteouts
 	st        Stats
+	maxBytes  int64 // Options.MaxBytes
+	bytes     int64 // regular files' data so far
 }
 
 func (c *converter) entry(hdr *tar.Header) error {
@@ -137,6 +148,10 @@ func (c *converter) entry(hdr *tar.Header) error {
 		if isSparse(hdr) {
 			return fmt.Errorf("%w: upper layer entry %q: a sparse file, which neither runtime writes (its holes would be copied out as zeros)", errdefs.ErrInvalidArgument, name)
 		}
+		if c.maxBytes > 0 && (hdr.Size < 0 || hdr.Size > c.maxBytes-c.bytes) {
+			return fmt.Errorf("%w: upper layer entry %q: the layer's files hold more than the sandbox's disk of %d MiB (a sparse file?)", errdefs.ErrResourceExhausted, name, c.maxBytes>>20)
+		}
+		c.bytes += hdr.Size
 	case tar.TypeDir, tar.TypeSymlink:
 	default:
 		c.skip(name)

@@ -180,3 +180,32 @@ func TestConvertRefusesSparse(t *testing.T) {
 		t.Fatalf("err = %v, want invalid argument", err)
 	}
 }
+
+// TestConvertMaxBytes: files up to MaxBytes pass; the header of the one
+// that goes past it is refused before its data is read, so an export of a
+// huge sparse file stops at once.
+func TestConvertMaxBytes(t *testing.T) {
+	in := upperTar(t, []entry{
+		{name: "a", typ: tar.TypeReg, body: strings.Repeat("x", 600)},
+		{name: "b", typ: tar.TypeLink, link: "a"},
+		{name: "c", typ: tar.TypeReg, body: strings.Repeat("y", 400)},
+	})
+	if _, err := Convert(bytes.NewReader(in.Bytes()), io.Discard, Options{MaxBytes: 1000}); err != nil {
+		t.Fatalf("files of 1000 bytes within MaxBytes 1000: %v", err)
+	}
+	_, err := Convert(bytes.NewReader(in.Bytes()), io.Discard, Options{MaxBytes: 999})
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), `"c"`) {
+		t.Fatalf("files of 1000 bytes within MaxBytes 999: %v, want resource exhausted at c", err)
+	}
+	// A header claiming a terabyte, with no data behind it: refused at
+	// the header (reading its data would fail otherwise).
+	var huge bytes.Buffer
+	tw := tar.NewWriter(&huge)
+	if err := tw.WriteHeader(&tar.Header{Name: "sparse", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 40}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Convert(&huge, io.Discard, Options{MaxBytes: 10 << 20})
+	if !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("a 1 TiB file within MaxBytes 10 MiB: %v, want resource exhausted", err)
+	}
+}

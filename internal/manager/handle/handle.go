@@ -48,13 +48,16 @@ type Handle struct {
 	watched    bool      // the manager watches it (not a sandbox waiting in a pool)
 	stop       chan struct{}
 	done       chan struct{}
+	// lifetime is signalled when the record's lifetime changed, so the
+	// watcher re-arms its timer.
+	lifetime chan struct{}
 }
 
 // New returns the handle of the sandbox rec on rt.
 func New(rec *sandbox.Sandbox, rt runtime.Runtime, host *Host) *Handle {
 	return &Handle{
 		rt: rt, ref: runtime.Ref{ID: rec.ID, Dir: rec.Dir}, host: host, rec: *rec,
-		lastActive: time.Now(), stop: make(chan struct{}), done: make(chan struct{}),
+		lastActive: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), lifetime: make(chan struct{}, 1),
 	}
 }
 
@@ -78,6 +81,26 @@ func (h *Handle) Record() *sandbox.Sandbox {
 	rec := h.rec
 	return &rec
 }
+
+// Name is the sandbox's name ("" when it has none).
+func (h *Handle) Name() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rec.Spec.Name
+}
+
+// LifetimeChanged tells the watcher that the record's lifetime changed
+// (it re-reads ExpiresAt). A change while nothing watches is harmless: a
+// watcher reads the record when it starts.
+func (h *Handle) LifetimeChanged() {
+	select {
+	case h.lifetime <- struct{}{}:
+	default:
+	}
+}
+
+// Lifetime is signalled after LifetimeChanged.
+func (h *Handle) Lifetime() <-chan struct{} { return h.lifetime }
 
 // State is the sandbox's current state.
 func (h *Handle) State() sandbox.State {

@@ -39,7 +39,7 @@ func (r *Runtime) Destroy(ctx context.Context, ref runtime.Ref) error {
 
 func (r *Runtime) destroy(ctx context.Context, ref runtime.Ref) error {
 	t0 := time.Now()
-	errs := r.halt(ctx, ref)
+	errs := r.halt(ctx, ref, false)
 	if err := os.RemoveAll(ref.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("removing sandbox directory: %w", err))
 	}
@@ -52,8 +52,9 @@ func (r *Runtime) destroy(ctx context.Context, ref runtime.Ref) error {
 
 // halt ends the sandbox's runsc container and removes what it holds on the
 // host (processes, cgroup, runsc's state, mounts under ref.Dir), leaving
-// ref.Dir's files: Destroy then removes them, Pause keeps them for Resume.
-func (r *Runtime) halt(ctx context.Context, ref runtime.Ref) []error {
+// ref.Dir's files: Destroy then removes them, Pause keeps them for Resume,
+// and with them (keepBounds) the bounded channel and log mounts.
+func (r *Runtime) halt(ctx context.Context, ref runtime.Ref, keepBounds bool) []error {
 	// Note the processes before runsc forgets them. When runsc's state
 	// names the sandbox and gofer processes, everything else of the
 	// sandbox is in its cgroup, which cgroups.Remove empties; only a
@@ -88,7 +89,11 @@ func (r *Runtime) halt(ctx context.Context, ref runtime.Ref) []error {
 		// Only once nothing of the sandbox runs may runsc forget it.
 		errs = append(errs, r.forgetState(ref.ID))
 	}
-	return append(errs, unmountUnder(ref.Dir))
+	var keep []string
+	if keepBounds {
+		keep = boundedMounts(ref.Dir)
+	}
+	return append(errs, unmountUnder(ref.Dir, keep...))
 }
 
 // reap waits for procs to exit, kills the ones that outlive exitGrace,

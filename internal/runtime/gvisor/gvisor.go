@@ -14,8 +14,10 @@
 //
 //	bundle/config.json  the OCI spec
 //	upper/              backing store of the private writable layer
-//	chan/agent.sock     the agent's socket (guest: /.corral/run/agent.sock)
-//	console.log         stdout/stderr of PID 1 and of runsc run
+//	chan/agent.sock     the agent's socket (guest: /.corral/run/agent.sock),
+//	                    on a bounded tmpfs (bounds.go)
+//	log/console.log     stdout/stderr of PID 1 and of runsc run, on a
+//	                    bounded tmpfs, rotated by RotateLogs
 //	network             runsc --network mode ("none" or "sandbox")
 //	overlay             runsc --overlay2 of the sandbox (create and restore)
 //	checkpoint/         runsc's image of the sandbox while paused
@@ -23,8 +25,8 @@
 //	relisten            the agent released its socket for a checkpoint
 //	runsc.log           runsc's debug log (Config.Debug only)
 //
-// This package imports the runtime contract, errdefs, cleanup and cgroups;
-// never the daemon, the store or the API.
+// This package imports the runtime contract, errdefs, cleanup, cgroups and
+// boundfs; never the daemon, the store or the API.
 package gvisor
 
 import (

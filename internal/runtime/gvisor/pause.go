@@ -66,7 +66,7 @@ func (r *Runtime) Pause(ctx context.Context, ref runtime.Ref) error {
 	if err := os.WriteFile(paused, nil, 0o600); err != nil {
 		return err
 	}
-	if err := errors.Join(r.halt(ctx, ref)...); err != nil {
+	if err := errors.Join(r.halt(ctx, ref, true)...); err != nil {
 		return fmt.Errorf("pausing %s: %w", ref.ID, err)
 	}
 	r.log.Debug("sandbox paused", "sandbox", ref.ID, "op", "pause", "took", time.Since(start).Round(time.Millisecond))
@@ -85,13 +85,18 @@ func (r *Runtime) Resume(ctx context.Context, ref runtime.Ref) error {
 	start := time.Now()
 	// The container of a pause whose daemon was killed before it ended it.
 	if known, err := r.known(ref.ID); err != nil || known {
-		if err := errors.Join(append(r.halt(ctx, ref), err)...); err != nil {
+		if err := errors.Join(append(r.halt(ctx, ref, true), err)...); err != nil {
 			return fmt.Errorf("resuming %s: ending the paused container: %w", ref.ID, err)
 		}
 	}
+	// A sandbox paused by a daemon from before the bounded mounts gets
+	// them now; on any other they are there already.
+	if err := mountBounded(ref.Dir); err != nil {
+		return fmt.Errorf("resuming %s: %w", ref.ID, err)
+	}
 	image := filepath.Join(ref.Dir, checkpointDirName)
 	if err := r.create(ctx, ref, filepath.Join(ref.Dir, bundleDirName), image); err != nil {
-		_ = errors.Join(r.halt(context.WithoutCancel(ctx), ref)...)
+		_ = errors.Join(r.halt(context.WithoutCancel(ctx), ref, true)...)
 		return fmt.Errorf("resuming %s: %w", ref.ID, err)
 	}
 	for _, f := range []string{pausedFile, checkpointDirName} {

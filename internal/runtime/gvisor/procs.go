@@ -151,15 +151,19 @@ func bundleProcs(bundle string) []proc {
 }
 
 // unmountUnder detaches every mount at or below dir in this mount
-// namespace, deepest first. runsc mounts inside its own namespaces, so
-// normally there are none; this catches anything a crash left behind.
-func unmountUnder(dir string) error {
+// namespace, deepest first, but those in keep. runsc mounts inside its own
+// namespaces, so normally there are only the sandbox's bounded mounts
+// (bounds.go); this catches anything a crash left behind too.
+func unmountUnder(dir string, keep ...string) error {
 	mounts, err := mountsUnder(dir)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, m := range mounts {
+		if slices.Contains(keep, m) {
+			continue
+		}
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
 		}

@@ -23,10 +23,14 @@ const (
 const (
 	bundleDirName = "bundle"
 	upperDirName  = "upper"
-	chanDirName   = "chan"
-	consoleLog    = "console.log"
-	networkFile   = "network" // runsc --network mode of the sandbox
-	overlayFile   = "overlay" // runsc --overlay2 of the sandbox
+	chanDirName   = "chan" // a bounded tmpfs (boundfs.Channel)
+	logDirName    = "log"  // a bounded tmpfs (boundfs.Logs)
+	consoleLog    = "log/console.log"
+	// legacyConsoleLog is where a sandbox started before the log mount
+	// has its console.
+	legacyConsoleLog = "console.log"
+	networkFile      = "network" // runsc --network mode of the sandbox
+	overlayFile      = "overlay" // runsc --overlay2 of the sandbox
 )
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

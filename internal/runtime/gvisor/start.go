@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"corral/internal/cleanup"
 	"corral/internal/errdefs"
 	"corral/internal/runtime"
@@ -74,14 +76,17 @@ func (r *Runtime) rollback(ref runtime.Ref) func(context.Context) {
 	}
 }
 
-// prepare makes the sandbox directory (bundle, upper, chan, the network
-// mode) and returns the bundle's path.
+// prepare makes the sandbox directory (bundle, upper, the bounded chan
+// and log mounts, the network mode) and returns the bundle's path.
 func (r *Runtime) prepare(p runtime.StartParams) (string, error) {
 	bundle := filepath.Join(p.Dir, bundleDirName)
-	for _, d := range []string{bundle, filepath.Join(p.Dir, upperDirName), filepath.Join(p.Dir, chanDirName)} {
+	for _, d := range []string{bundle, filepath.Join(p.Dir, upperDirName)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return "", fmt.Errorf("creating sandbox directory: %w", err)
 		}
+	}
+	if err := mountBounded(p.Dir); err != nil {
+		return "", err
 	}
 	if err := writeSpec(bundle, buildSpec(p, r.cgroup(p.ID))); err != nil {
 		return "", err
@@ -137,8 +142,9 @@ func checkStartParams(p runtime.StartParams) error {
 // stdin is /dev/null. It runs in a session of its own so that the sandbox
 // and gofer it leaves behind do not get the daemon's terminal signals.
 func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, image string, extra ...string) error {
-	logPath := filepath.Join(ref.Dir, consoleLog)
-	console, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	// O_APPEND: the daemon truncates the log when it rotates it
+	// (RotateLogs), and every write must then land at its new end.
+	console, err := os.OpenFile(filepath.Join(ref.Dir, consoleLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("opening console log: %w", err)
 	}
@@ -180,7 +186,7 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, im
 // consoleTail returns the last lines console.log received after offset
 // (the file's last lines when offset is negative), or "".
 func consoleTail(dir string, offset int64) string {
-	f, err := os.Open(filepath.Join(dir, consoleLog))
+	f, err := os.OpenFile(filepath.Join(dir, consoleLog), os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return ""
 	}

@@ -56,7 +56,8 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 }
 
 // dialNoFollow connects to the unix socket at path without following a
-// symlink in its last element.
+// symlink in its last element. The connection knows the socket file it
+// came through (chanConn).
 func dialNoFollow(ctx context.Context, path string) (net.Conn, error) {
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -71,7 +72,11 @@ func dialNoFollow(ctx context.Context, path string) (net.Conn, error) {
 		return nil, fmt.Errorf("%s is not a socket", path)
 	}
 	var d net.Dialer
-	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+	conn, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+	if err != nil {
+		return nil, err
+	}
+	return identify(conn, path, &st), nil
 }
 
 // ociState is the part of `runsc state` output this package reads.

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"corral/internal/agent"
 	"corral/internal/errdefs"
@@ -36,6 +37,7 @@ type Runtime struct {
 	boxes     map[string]*box
 	failStart error
 	destroyed []string
+	protocols []int // served by agents started from now on; nil: all
 }
 
 type box struct {
@@ -43,6 +45,9 @@ type box struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	dead   bool
+
+	silenced chan struct{} // closed by Silence
+	hijacked atomic.Bool   // set by Hijack
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -61,13 +66,22 @@ func (r *Runtime) FailStarts(err error) {
 	r.mu.Unlock()
 }
 
+// AgentProtocols makes the agents of sandboxes started from now on serve
+// only these protocol versions (none: all), standing for an agent frozen
+// in an older image or memory snapshot.
+func (r *Runtime) AgentProtocols(versions ...int) {
+	r.mu.Lock()
+	r.protocols = versions
+	r.mu.Unlock()
+}
+
 // Start serves an agent for the sandbox.
 func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
 	if err := p.Ref.Check(); err != nil {
 		return err
 	}
 	r.mu.Lock()
-	fail := r.failStart
+	fail, protocols := r.failStart, r.protocols
 	r.mu.Unlock()
 	if fail != nil {
 		return fail
@@ -80,9 +94,9 @@ func (r *Runtime) Start(ctx context.Context, p runtime.StartParams) error {
 	if err != nil {
 		return err
 	}
-	srv := agent.New(agent.Config{Root: root})
+	srv := agent.New(agent.Config{Root: root, Protocols: protocols})
 	sctx, cancel := context.WithCancel(context.Background())
-	b := &box{srv: srv, cancel: cancel, done: make(chan struct{})}
+	b := &box{srv: srv, cancel: cancel, done: make(chan struct{}), silenced: make(chan struct{})}
 	go func() { defer close(b.done); _ = srv.Serve(sctx, l) }()
 	r.mu.Lock()
 	r.boxes[p.ID] = b
@@ -118,8 +132,15 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 	if b == nil || b.dead {
 		return nil, fmt.Errorf("%w: no sandbox %s", errdefs.ErrUnavailable, ref.ID)
 	}
+	if b.hijacked.Load() {
+		return impostor()
+	}
 	var d net.Dialer
-	return d.DialContext(ctx, "unix", filepath.Join(ref.Dir, "agent.sock"))
+	c, err := d.DialContext(ctx, "unix", filepath.Join(ref.Dir, "agent.sock"))
+	if err != nil {
+		return nil, err
+	}
+	return &boxConn{Conn: c, b: b, closed: make(chan struct{})}, nil
 }
 
 // Status reports running, stopped (crashed) or absent.

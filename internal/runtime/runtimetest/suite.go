@@ -127,6 +127,10 @@ func Run(t *testing.T, e Env) {
 	if sn, ok := e.Runtime.(runtime.Snapshotter); ok {
 		t.Run("SnapshotCopies", func(t *testing.T) { testSnapshotCopies(t, e, sn) })
 	}
+	if m, ok := e.Runtime.(runtime.Meter); ok {
+		t.Run("Meter", func(t *testing.T) { testMeter(t, e, m) })
+	}
+	t.Run("Watch", func(t *testing.T) { testWatch(t, e) })
 	t.Run("MemoryLimit", func(t *testing.T) { testMemoryLimit(t, e) })
 	t.Run("DestroyLeavesNothing", func(t *testing.T) { testDestroy(t, e) })
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"corral/internal/boundfs"
 	"corral/internal/cgroups"
 	"corral/internal/runtime"
 )
@@ -28,6 +29,9 @@ func (r *Runtime) Destroy(ctx context.Context, ref runtime.Ref) error {
 	}
 	if err := r.releaseUIDs(ref.ID); err != nil {
 		return fmt.Errorf("releasing the QEMU uid of %s: %w", ref.ID, err)
+	}
+	if err := boundfs.Unmount(filepath.Join(ref.Dir, logDir)); err != nil {
+		return err
 	}
 	if err := os.RemoveAll(ref.Dir); err != nil {
 		return fmt.Errorf("removing %s: %w", ref.Dir, err)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
-	"strings"
 	"syscall"
-	"time"
 
 	"corral/internal/cgroups"
 	"corral/internal/runtime"
@@ -27,8 +24,8 @@ const (
 	tbSizeMB      = 64
 	defaultDiskMB = 10 * 1024
 	qemuPids      = 1024
-	// qemuUser is who QEMU runs as once set up when the machine has no
-	// uid of its own (one recorded before per-sandbox uids).
+	// qemuUser is who QEMU runs as when the machine has no uid of its
+	// own (one recorded before per-sandbox uids).
 	qemuUser = "nobody"
 	// agentPortID is the QEMU id of the agent's virtio-serial port.
 	agentPortID = "agentport"
@@ -130,47 +127,51 @@ func (p *fdPass) add(f *os.File) int {
 	return 2 + len(p.files)
 }
 
+// close closes the files (once).
 func (p *fdPass) close() {
 	for _, f := range p.files {
 		f.Close()
 	}
+	p.files = nil
 }
 
 // qemuArgs is the QEMU command line for m and the files it inherits (the
-// caller closes them once QEMU started). Disks are passed as descriptors
-// in fd sets, read-only and (for the scratch disk) read-write, so QEMU
-// never opens a path itself: it runs unprivileged (runas), and a
-// migration reopens the disks read-only from the set.
-func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) ([]string, *fdPass, error) {
-	dir := p.Dir
+// caller closes them once QEMU started). QEMU opens no path of the sandbox
+// directory itself: it starts unprivileged (launch), so its listening
+// sockets, console, kernel and initramfs come as descriptors (io), and
+// its disks as descriptors in fd sets, read-only and (for the scratch
+// disk) read-write, which a migration reopens read-only from the set.
+func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine, io *qemuIO) ([]string, *fdPass, error) {
 	accel := "kvm"
 	cpu := "host"
 	if r.cfg.Accel == "tcg" {
 		accel, cpu = "tcg,tb-size="+strconv.Itoa(tbSizeMB), "max"
 	}
 	pass := &fdPass{}
+	fd := func(f *os.File) string { return strconv.Itoa(pass.add(f)) }
 	args := []string{
 		"-name", "corral-" + p.ID + ",process=corral-vm-" + p.ID,
 		"-machine", r.cfg.Machine, "-accel", accel, "-cpu", cpu,
 		"-smp", strconv.Itoa(m.Info.VCPUs), "-m", strconv.FormatInt(m.Info.RAMMB, 10),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-		"-kernel", r.kernel.vmlinuz(), "-initrd", m.Initramfs,
+		"-kernel", "/proc/self/fd/" + fd(io.kernel), "-initrd", "/proc/self/fd/" + fd(io.initrd),
 		"-append", "console=ttyS0 quiet panic=-1 -- vminit",
-		"-serial", "file:" + filepath.Join(dir, consoleFile),
+		// The console: appended to (the daemon truncates it when it
+		// rotates it) on the sandbox's bounded log mount.
+		"-add-fd", "fd=" + fd(io.console) + ",set=" + strconv.Itoa(consoleFDSet),
+		"-chardev", "file,id=serial0,path=/dev/fdset/" + strconv.Itoa(consoleFDSet) + ",append=on",
+		"-serial", "chardev:serial0",
 		"-device", "virtio-serial-pci,id=vser",
-		"-chardev", "socket,id=agent,path=" + filepath.Join(dir, agentSock) + ",server=on,wait=off",
+		"-chardev", "socket,id=agent,fd=" + fd(io.agent) + ",server=on,wait=off",
 		"-device", "virtserialport,bus=vser.0,chardev=agent,id=" + agentPortID + ",name=" + vminit.AgentPort,
 		"-device", "virtio-balloon-pci,free-page-reporting=on,id=" + balloonID,
-		"-qmp", "unix:" + filepath.Join(dir, qmpSock) + ",server=on,wait=off",
-		"-pidfile", filepath.Join(dir, pidFile), "-daemonize",
-		// QEMU's own log (errors after it daemonized).
-		"-D", filepath.Join(dir, qemuLog),
+		"-chardev", "socket,id=qmp,fd=" + fd(io.qmp) + ",server=on,wait=off",
+		"-mon", "chardev=qmp,mode=control",
 		// Confine QEMU: a seccomp filter without obsolete or
-		// resource-control calls and, once set up (disks, sockets and the
-		// tap are open), no root. (elevateprivileges=deny would forbid the
-		// drop to qemuUser itself, spawn=deny the fork of -daemonize.)
-		"-sandbox", "on,obsolete=deny,resourcecontrol=deny",
-		"-runas", runas(m.UID),
+		// resource-control calls, without any uid or gid change, and
+		// without fork or exec. It starts as a uid of its own (launch),
+		// so it needs none of them.
+		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 	}
 	for i, d := range []struct {
 		id, file, serial string
@@ -180,7 +181,7 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine) ([]string, *fdPass
 		{"scratch", m.Scratch, vminit.SerialScratch, false},
 		{"modules", m.ModulesDisk, vminit.SerialModules, true},
 	} {
-		set := i + 1
+		set := i + 1 // 1 to 3; consoleFDSet is beyond
 		modes := []int{os.O_RDONLY}
 		// No image locks: the daemon alone hands out these files, and a
 		// guest that runs on after a memory snapshot (whose migration
@@ -230,35 +231,4 @@ func dupFile(f *os.File) (*os.File, error) {
 	}
 	syscall.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), f.Name()), nil
-}
-
-// launch starts QEMU (daemonized: its first process exits once the
-// machine is set up) and puts it in the sandbox's cgroup.
-func (r *Runtime) launch(ctx context.Context, p runtime.StartParams, m *machine) error {
-	for _, f := range []string{pidFile, agentSock, qmpSock} {
-		_ = os.Remove(filepath.Join(p.Dir, f))
-	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	args, pass, err := r.qemuArgs(p, m)
-	if err != nil {
-		return err
-	}
-	defer pass.close()
-	cmd := exec.CommandContext(cctx, r.cfg.QEMUPath, args...)
-	cmd.Dir = p.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.ExtraFiles = pass.files
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("qemu: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	pid, ok := readPid(p.Dir)
-	if !ok {
-		return fmt.Errorf("qemu started but wrote no pid file")
-	}
-	if err := cgroups.AddProcess(r.cgroup(p.ID), pid); err != nil {
-		return err
-	}
-	return nil
 }

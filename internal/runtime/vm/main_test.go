@@ -123,14 +123,22 @@ func TestConformance(t *testing.T) {
 }
 
 // leftoversOf lists what the host still has of one sandbox: a process
-// naming its directory, its cgroup, its directory, its index entry.
+// naming its directory (on its command line or in its environment, as
+// QEMU does), a mount under it, its cgroup, its directory, its index
+// entry.
 func leftoversOf(r *Runtime, ref runtime.Ref) []string {
 	var out []string
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
-		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), ref.Dir) {
-			out = append(out, "process "+p)
+		for _, f := range []string{"cmdline", "environ"} {
+			if b, err := os.ReadFile(filepath.Join(p, f)); err == nil && strings.Contains(string(b), ref.Dir) {
+				out = append(out, "process "+p)
+				break
+			}
 		}
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(b), " "+ref.Dir+"/") {
+		out = append(out, "a mount under "+ref.Dir)
 	}
 	if ok, _ := cgroups.Exists(r.cgroup(ref.ID)); ok {
 		out = append(out, "cgroup "+r.cgroup(ref.ID))
@@ -141,6 +149,17 @@ func leftoversOf(r *Runtime, ref runtime.Ref) []string {
 		}
 	}
 	return out
+}
+
+// TestRawBoot: the bench's baseline boots the same command line (console
+// on a pipe) to the guest's ready line.
+func TestRawBoot(t *testing.T) {
+	r := newRuntime(t)
+	d, err := r.RawBoot(context.Background(), env.rootfs, filepath.Join(env.base, "raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("raw boot: %s", d)
 }
 
 // PruneCaches drops the disk image of a root directory that is gone and

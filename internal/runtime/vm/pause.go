@@ -38,7 +38,7 @@ type machineRecord struct {
 	ModulesDisk string         `json:"modules_disk"`
 	Scratch     string         `json:"scratch"`
 	MAC         string         `json:"mac"`
-	UID         int            `json:"uid,omitempty"` // QEMU's after setup (uids.go); 0: qemuUser
+	UID         int            `json:"uid,omitempty"` // QEMU's (uids.go); 0: qemuUser
 	Netns       string         `json:"netns,omitempty"`
 	Limits      cgroups.Limits `json:"limits"`
 	Info        Info           `json:"info"`

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"corral/internal/boundfs"
 	"corral/internal/cgroups"
 	"corral/internal/cleanup"
 	"corral/internal/runtime"
@@ -22,9 +23,9 @@ const (
 	pidFile     = "qemu.pid"
 	agentSock   = "agent.sock"
 	qmpSock     = "qmp.sock"
-	consoleFile = "console.log"
+	consoleFile = "console.log" // on the bounded log mount (logDir)
 	infoFile    = "vm.json"
-	qemuLog     = "qemu.log"
+	qemuLog     = "qemu.log" // QEMU's stderr, on the bounded log mount
 )
 
 // Boot deadlines, from QEMU's start to the guest's agent starting, and
@@ -109,7 +110,7 @@ func (r *Runtime) boot(ctx context.Context, p runtime.StartParams, m *machine) e
 	var err error
 	for attempt := 1; attempt <= bootAttempts; attempt++ {
 		start := time.Now()
-		_ = os.Remove(filepath.Join(p.Dir, consoleFile))
+		_ = os.Remove(filepath.Join(p.Dir, logDir, consoleFile))
 		if err = r.launch(ctx, p, m); err == nil {
 			err = waitReady(ctx, p.Dir, deadline)
 		}
@@ -138,7 +139,8 @@ func waitReady(ctx context.Context, dir string, deadline time.Duration) error {
 	defer t.Stop()
 	end := time.After(deadline)
 	for {
-		b, _ := os.ReadFile(filepath.Join(dir, consoleFile))
+		// The console is on the bounded log mount: at most a few MiB.
+		b, _ := os.ReadFile(filepath.Join(dir, logDir, consoleFile))
 		if strings.Contains(string(b), vminit.ReadyLine) {
 			return nil
 		}
@@ -175,12 +177,7 @@ func ReadInfo(dir string) (Info, error) {
 
 // consoleTail is the last lines of the guest's console, for errors.
 func consoleTail(dir string) string {
-	b, _ := os.ReadFile(filepath.Join(dir, consoleFile))
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 8 {
-		lines = lines[len(lines)-8:]
-	}
-	s := strings.Join(lines, " | ")
+	s := boundfs.TailLines(consolePath(dir), 8, " | ")
 	if s == "" {
 		return "(no console output)"
 	}

@@ -27,15 +27,19 @@ func readPid(dir string) (int, bool) {
 }
 
 // qemuAlive reports whether pid is a live QEMU of the sandbox in dir (its
-// command line names the directory's socket), so a recycled pid is never
-// mistaken for it.
+// environment names the directory, or, for one a daemon started
+// daemonized before, its command line names the directory's socket), so a
+// recycled pid is never mistaken for it.
 func qemuAlive(pid int, dir string) bool {
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err != nil {
 		return false
 	}
-	if !bytes.Contains(cmdline, []byte(filepath.Join(dir, agentSock))) {
-		return false
+	if !hasEnv(environ, dirEnv+dir) {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !bytes.Contains(cmdline, []byte(filepath.Join(dir, agentSock))) {
+			return false
+		}
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// Each sandbox's QEMU runs as a uid of its own once set up, so that a
-// compromised QEMU cannot signal, trace or read another sandbox's. The
+// Each sandbox's QEMU runs as a uid of its own (from its start: launch),
+// so that a compromised QEMU cannot signal, trace or read another
+// sandbox's. The
 // uids come from a range no distribution or subuid allocation uses; a
 // file <state>/uids/<uid> holding the sandbox id reserves one.
 const (
@@ -72,13 +73,4 @@ func (r *Runtime) releaseUIDs(id string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// runas is QEMU's -runas for uid: "uid:gid" (gid = uid), or the shared
-// unprivileged user for a machine recorded before per-sandbox uids.
-func runas(uid int) string {
-	if uid == 0 {
-		return qemuUser
-	}
-	return fmt.Sprintf("%d:%d", uid, uid)
 }

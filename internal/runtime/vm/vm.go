@@ -27,9 +27,11 @@
 //
 // # Lifecycle
 //
-// QEMU runs daemonized (it outlives a daemon restart) with its pid in
-// <dir>/qemu.pid; <StateDir>/sandboxes/<id> names the sandbox directory so
-// List finds every VM this runtime started. Every boot has a deadline: a
+// QEMU runs in the foreground as the daemon's child (it outlives a daemon
+// restart; launch.go) with its pid in <dir>/qemu.pid, as a uid of its own
+// and under its full seccomp sandbox; its console and stderr are on a
+// bounded tmpfs at <dir>/log. <StateDir>/sandboxes/<id> names the sandbox
+// directory so List finds every VM this runtime started. Every boot has a deadline: a
 // guest that has not reached its agent in time is killed and booted once
 // more (cold boots can hang: see docs/ARCHITECTURE.md), and which
 // accelerator and machine type ran is recorded in <dir>/vm.json. Destroy
@@ -40,8 +42,8 @@
 // byte stream to the guest's agent (virtio-vsock or a serial port) and a
 // tap device; vminit and everything above the runtime stay as they are.
 //
-// This package imports the runtime contract, cgroups and vminit's config
-// contract; never the daemon, the store or the API.
+// This package imports the runtime contract, cgroups, boundfs and vminit's
+// config contract; never the daemon, the store or the API.
 package vm
 
 import (

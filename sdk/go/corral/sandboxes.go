@@ -27,17 +27,14 @@ func (c *Client) Get(ctx context.Context, id string) (*apiv1.Sandbox, error) {
 	return &sb, nil
 }
 
-// List returns every sandbox (state filters when not empty).
+// List returns every sandbox (state filters when not empty), following
+// the pages.
 func (c *Client) List(ctx context.Context, state string) ([]apiv1.Sandbox, error) {
-	q := url.Values{}
+	var o ListOptions
 	if state != "" {
-		q.Set("state", state)
+		o.States = []string{state}
 	}
-	var out apiv1.SandboxList
-	if err := c.call(ctx, "GET", "/v1/sandboxes", q, nil, &out); err != nil {
-		return nil, err
-	}
-	return out.Sandboxes, nil
+	return c.ListAll(ctx, o)
 }
 
 // Terminate ends a sandbox and returns its final record.

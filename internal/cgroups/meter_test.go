@@ -1,0 +1,45 @@
+package cgroups
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// A group's meter counts the CPU its processes burn and the memory they
+// hold; a group that does not exist is ErrNotExist.
+func TestReadMeter(t *testing.T) {
+	requireRoot(t)
+	_, group := testGroup(t)
+	if err := Create(group); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", "x=$(head -c 8000000 /dev/zero | tr '\\0' a); end=$(($(date +%s)+1)); while [ $(date +%s) -le $end ]; do :; done; sleep 1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := AddProcess(group, cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	before, err := ReadMeter(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	after, err := ReadMeter(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.CPUNanos < before.CPUNanos+200e6 {
+		t.Errorf("CPU %d -> %d ns over a busy second", before.CPUNanos, after.CPUNanos)
+	}
+	if after.WorkingSetBytes == 0 {
+		t.Errorf("working set %+v", after)
+	}
+	if _, err := ReadMeter(group + "/missing"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing group: %v", err)
+	}
+}

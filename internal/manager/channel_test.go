@@ -1,0 +1,61 @@
+package manager
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"corral/internal/agentapi"
+	"corral/internal/sandbox"
+)
+
+// TestAgentChannelLost: a sandbox that silences its agent (a stopped PID
+// 1) or hijacks its channel (its agent's socket replaced) while it runs on
+// ends as agent_channel_lost, with an event saying what was seen; one
+// whose runtime stopped is still a crash (TestEndings).
+func TestAgentChannelLost(t *testing.T) {
+	after, timeout, reconnect := agentapi.PingAfter, agentapi.PingTimeout, reconnectTimeout
+	agentapi.PingAfter, agentapi.PingTimeout, reconnectTimeout = 100*time.Millisecond, 100*time.Millisecond, time.Second
+	t.Cleanup(func() { agentapi.PingAfter, agentapi.PingTimeout, reconnectTimeout = after, timeout, reconnect })
+
+	e := newEnv(t)
+	for _, tt := range []struct {
+		name string
+		act  func(id string)
+		seen string
+	}{
+		{"silenced", e.rt.Silence, "no answer to a health check"},
+		{"hijacked", e.rt.Hijack, "replaced"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := e.create(sandbox.Spec{})
+			if out, code := e.run(sb.ID, "echo", "ok"); out != "ok\n" || code != 0 {
+				t.Fatalf("exec before: %q %d", out, code)
+			}
+			tt.act(sb.ID)
+			if code, reason := e.wait(sb.ID); code != 137 || reason != sandbox.EndAgentChannelLost {
+				t.Fatalf("wait: %d %s, want 137 %s", code, reason, sandbox.EndAgentChannelLost)
+			}
+			evs, err := e.m.Events(context.Background(), sb.ID, 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var found bool
+			for _, ev := range evs {
+				if ev.Kind == sandbox.EndAgentChannelLost {
+					found = true
+					if !strings.Contains(ev.Fields["seen"], tt.seen) || ev.Fields["runtime_state"] != "running" {
+						t.Errorf("event fields %v, want seen ~ %q", ev.Fields, tt.seen)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no %s event in %v", sandbox.EndAgentChannelLost, evs)
+			}
+			if !e.rt.Destroyed(sb.ID) {
+				t.Error("not destroyed")
+			}
+		})
+	}
+}
