@@ -74,19 +74,3 @@ func newImageRmCmd() *cobra.Command {
 		}),
 	}
 }
-
-func newImagePruneCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "prune",
-		Short: "Remove untagged images no sandbox uses, and unused layers",
-		Args:  cobra.NoArgs,
-		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
-			rep, err := c.PruneImages(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Printf("removed %d images and %d layers, freed %d MiB\n", len(rep.Images), len(rep.Layers), rep.Bytes>>20)
-			return nil
-		}),
-	}
-}

@@ -55,6 +55,8 @@ func newServeCmd() *cobra.Command {
 	f.Var(warmPoolsValue{&cfg.WarmPools}, "warm-pool-spec", "another warm pool (repeatable): size=N[,runtime=R][,image=I][,cpu=C][,memory_mb=M][,disk_mb=D]...")
 	f.DurationVar(&cfg.MetricsInterval, "metrics-interval", 5*time.Second, "how often each running sandbox's CPU, memory and disk are sampled (corral stats, GET .../metrics); 0 turns sampling off")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	f.DurationVar(&cfg.Retention, "retention", manager.DefaultRetention,
+		"how long after a sandbox ends its record (inspect, ls --all), events and entrypoint log are kept, then pruned in the background; 0: forever")
 	f.StringVar(&logFile, "log-file", "", "append the log to this file (created 0600, an existing one made 0600) instead of stderr")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")

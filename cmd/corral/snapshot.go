@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 )
 
@@ -26,11 +29,12 @@ func newSnapshotFSCmd() *cobra.Command {
 		Short: "Turn a running sandbox's files into an image (either runtime can start from it); the sandbox keeps running",
 		Args:  cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
-			img, err := c.SnapshotFS(ctx, args[0], tag)
+			res, err := c.SnapshotFS(ctx, args[0], tag)
 			if err != nil {
 				return err
 			}
-			fmt.Println(img.Digest)
+			printLeftOut(os.Stderr, res)
+			fmt.Println(res.Digest)
 			return nil
 		}),
 	}
@@ -136,4 +140,21 @@ func newForkCmd() *cobra.Command {
 	}
 	cmd.Flags().IntVarP(&n, "count", "n", 1, "number of copies (1 to 16)")
 	return cmd
+}
+
+// printLeftOut says what a filesystem snapshot could not keep.
+func printLeftOut(w io.Writer, res *apiv1.SnapshotFSResult) {
+	if res.LeftOutCount == 0 {
+		return
+	}
+	more := ""
+	if n := res.LeftOutCount - len(res.LeftOut); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	what := "entries"
+	if res.LeftOutCount == 1 {
+		what = "entry"
+	}
+	fmt.Fprintf(w, "warning: left out %d %s an image cannot hold (device nodes, FIFOs, sockets): %s%s\n",
+		res.LeftOutCount, what, strings.Join(res.LeftOut, ", "), more)
 }

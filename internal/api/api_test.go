@@ -44,6 +44,12 @@ type apiEnv struct {
 
 func newAPIEnv(t *testing.T, pools ...manager.WarmPoolConfig) *apiEnv {
 	t.Helper()
+	return newAPIEnvWith(t, func(c *manager.Config) { c.WarmPools = pools })
+}
+
+// newAPIEnvWith is newAPIEnv with the manager's configuration edited.
+func newAPIEnvWith(t *testing.T, edit func(*manager.Config)) *apiEnv {
+	t.Helper()
 	dir := t.TempDir()
 	rec, err := records.Open(context.Background(), filepath.Join(dir, "corral.db"), seal.Generate())
 	if err != nil {
@@ -52,11 +58,13 @@ func newAPIEnv(t *testing.T, pools ...manager.WarmPoolConfig) *apiEnv {
 	t.Cleanup(func() { rec.Close() })
 	e := &apiEnv{t: t, rt: inproc.New("gvisor")}
 	e.user, e.userID = sandboxUser(t)
-	m, err := manager.New(context.Background(), manager.Config{
+	cfg := manager.Config{
 		StateDir: dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Records: rec,
-		Runtimes: map[string]runtime.Runtime{"gvisor": e.rt}, MaxSandboxes: 8, WarmPools: pools,
+		Runtimes: map[string]runtime.Runtime{"gvisor": e.rt}, MaxSandboxes: 8,
 		Logger: slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second, MetricsInterval: 100 * time.Millisecond,
-	})
+	}
+	edit(&cfg)
+	m, err := manager.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

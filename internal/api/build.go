@@ -21,17 +21,17 @@ const maxBuildBody = 8 << 20
 // build; steps already cached stay cached.
 func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 	if s.builder == nil {
-		writeError(w, fmt.Errorf("%w: this daemon does not build images", errdefs.ErrNotSupported))
+		s.writeError(w, fmt.Errorf("%w: this daemon does not build images", errdefs.ErrNotSupported))
 		return
 	}
 	var req apiv1.BuildRequest
 	if err := decodeJSONLimit(w, r, &req, maxBuildBody); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	breq := build.Request{Spec: req.Spec, Tag: req.Tag, NoCache: req.NoCache}
 	if err := build.Validate(breq); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -43,13 +43,13 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 	img, err := s.builder.Build(r.Context(), breq)
 	if err != nil {
 		s.log.Info("build failed", "op", "build", "tag", req.Tag, "err", err)
-		out.send(apiv1.BuildEvent{Type: apiv1.BuildEventError, Error: &apiv1.ErrorDetail{Code: errdefs.Code(err), Message: err.Error()}})
+		out.send(apiv1.BuildEvent{Type: apiv1.BuildEventError, Error: &apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error())}})
 		return
 	}
 	s.log.Info("image built", "op", "build", "tag", req.Tag, "image", img.Digest)
 	built, err := s.m.Images().Get(string(img.Digest))
 	if err != nil {
-		out.send(apiv1.BuildEvent{Type: apiv1.BuildEventError, Error: &apiv1.ErrorDetail{Code: errdefs.Code(err), Message: err.Error()}})
+		out.send(apiv1.BuildEvent{Type: apiv1.BuildEventError, Error: &apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error())}})
 		return
 	}
 	apiImg := toImage(built)
@@ -90,7 +90,7 @@ const maxLayerBytes = 64 << 30
 func (s *Server) uploadLayer(w http.ResponseWriter, r *http.Request) {
 	l, err := s.m.Images().AddLayer(r.Context(), http.MaxBytesReader(w, r.Body, maxLayerBytes))
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apiv1.LayerInfo{Digest: string(l.Digest), Size: l.Size})
@@ -100,12 +100,12 @@ func (s *Server) uploadLayer(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getLayer(w http.ResponseWriter, r *http.Request) {
 	d, err := store.ParseDigest(r.PathValue("digest"))
 	if err != nil {
-		writeError(w, errdefs.Invalid("digest", "%v", err))
+		s.writeError(w, errdefs.Invalid("digest", "%v", err))
 		return
 	}
 	l, err := s.m.Images().Layer(d)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apiv1.LayerInfo{Digest: string(l.Digest), Size: l.Size})

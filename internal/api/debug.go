@@ -22,7 +22,7 @@ func (s *Server) debugRuntime(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("gc"); v != "" {
 		var err error
 		if gc, err = strconv.ParseBool(v); err != nil {
-			writeError(w, errdefs.Invalid("gc", "want true or false, got %q", v))
+			s.writeError(w, errdefs.Invalid("gc", "want true or false, got %q", v))
 			return
 		}
 	}

@@ -64,12 +64,12 @@ func pathAndUser(r *http.Request) (string, string, error) {
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 	path, user, err := pathAndUser(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	body, size, err := s.m.Files().Read(r.Context(), r.PathValue("id"), path, user)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	defer body.Close()
@@ -82,22 +82,22 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 	path, user, err := pathAndUser(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	mode, err := modeParam(r.URL.Query().Get("mode"), 0o644)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	e, err := s.m.Files().Write(r.Context(), r.PathValue("id"), path, r.Body, mode, user)
-	writeEntry(w, e, err)
+	s.writeEntry(w, e, err)
 }
 
 // writeEntry answers with an entry, or the error.
-func writeEntry(w http.ResponseWriter, e agentapi.EntryInfo, err error) {
+func (s *Server) writeEntry(w http.ResponseWriter, e agentapi.EntryInfo, err error) {
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toEntry(e))
@@ -106,29 +106,29 @@ func writeEntry(w http.ResponseWriter, e agentapi.EntryInfo, err error) {
 func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
 	path, user, err := pathAndUser(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	e, err := s.m.Files().Stat(r.Context(), r.PathValue("id"), path, user)
-	writeEntry(w, e, err)
+	s.writeEntry(w, e, err)
 }
 
 func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 	path, user, err := pathAndUser(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	depth := 1
 	if d := r.URL.Query().Get("depth"); d != "" {
 		if depth, err = strconv.Atoi(d); err != nil || depth < 1 || depth > 16 {
-			writeError(w, errdefs.Invalid("depth", "must be 1..16, got %q", d))
+			s.writeError(w, errdefs.Invalid("depth", "must be 1..16, got %q", d))
 			return
 		}
 	}
 	es, err := s.m.Files().List(r.Context(), r.PathValue("id"), path, depth, user)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	out := apiv1.EntryList{Entries: []apiv1.Entry{}}
@@ -141,19 +141,19 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 func (s *Server) pathBody(w http.ResponseWriter, r *http.Request) (apiv1.PathRequest, bool) {
 	var req apiv1.PathRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return req, false
 	}
 	if req.Path == "" || len(req.Path) > maxPath {
-		writeError(w, errdefs.Invalid("path", "required, at most %d bytes", maxPath))
+		s.writeError(w, errdefs.Invalid("path", "required, at most %d bytes", maxPath))
 		return req, false
 	}
 	if req.Mode > 0o7777 {
-		writeError(w, errdefs.Invalid("mode", "must be at most 07777, got %o", req.Mode))
+		s.writeError(w, errdefs.Invalid("mode", "must be at most 07777, got %o", req.Mode))
 		return req, false
 	}
 	if len(req.User) > 64 {
-		writeError(w, errdefs.Invalid("user", "longer than 64 bytes"))
+		s.writeError(w, errdefs.Invalid("user", "longer than 64 bytes"))
 		return req, false
 	}
 	return req, true
@@ -169,7 +169,7 @@ func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) {
 		mode = 0o755
 	}
 	e, err := s.m.Files().MakeDir(r.Context(), r.PathValue("id"), req.Path, mode, req.User)
-	writeEntry(w, e, err)
+	s.writeEntry(w, e, err)
 }
 
 func (s *Server) removePath(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +178,7 @@ func (s *Server) removePath(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.m.Files().Remove(r.Context(), r.PathValue("id"), req.Path, req.Recursive, req.User); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -190,23 +190,23 @@ func (s *Server) chmodPath(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, err := s.m.Files().Chmod(r.Context(), r.PathValue("id"), req.Path, os.FileMode(req.Mode), req.User)
-	writeEntry(w, e, err)
+	s.writeEntry(w, e, err)
 }
 
 func (s *Server) renamePath(w http.ResponseWriter, r *http.Request) {
 	var req apiv1.RenameRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	if req.From == "" || req.To == "" || len(req.From) > maxPath || len(req.To) > maxPath {
-		writeError(w, errdefs.Invalid("from/to", "both required, at most %d bytes", maxPath))
+		s.writeError(w, errdefs.Invalid("from/to", "both required, at most %d bytes", maxPath))
 		return
 	}
 	if len(req.User) > 64 {
-		writeError(w, errdefs.Invalid("user", "longer than 64 bytes"))
+		s.writeError(w, errdefs.Invalid("user", "longer than 64 bytes"))
 		return
 	}
 	e, err := s.m.Files().Rename(r.Context(), r.PathValue("id"), req.From, req.To, req.User)
-	writeEntry(w, e, err)
+	s.writeEntry(w, e, err)
 }

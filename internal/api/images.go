@@ -19,9 +19,9 @@ func toImage(img manager.Image) apiv1.Image {
 }
 
 // writeImage answers with an image, or the error.
-func writeImage(w http.ResponseWriter, img manager.Image, err error) {
+func (s *Server) writeImage(w http.ResponseWriter, img manager.Image, err error) {
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toImage(img))
@@ -30,7 +30,7 @@ func writeImage(w http.ResponseWriter, img manager.Image, err error) {
 func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 	imgs, err := s.m.Images().List()
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	out := apiv1.ImageList{Images: []apiv1.Image{}}
@@ -42,12 +42,12 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getImage(w http.ResponseWriter, r *http.Request) {
 	img, err := s.m.Images().Get(r.PathValue("ref"))
-	writeImage(w, img, err)
+	s.writeImage(w, img, err)
 }
 
 func (s *Server) deleteImage(w http.ResponseWriter, r *http.Request) {
 	if err := s.m.Images().Remove(r.PathValue("ref")); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -56,15 +56,23 @@ func (s *Server) deleteImage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) pruneImages(w http.ResponseWriter, r *http.Request) {
 	rep, err := s.m.Images().Prune(r.Context())
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
-	out := apiv1.PruneReport{Images: []string{}, Layers: []string{}, Bytes: rep.Bytes}
+	out := apiv1.PruneReport{Images: []string{}, Layers: []string{}, Bytes: rep.Bytes, Kept: []apiv1.PruneKept{}}
 	for _, d := range rep.Images {
 		out.Images = append(out.Images, string(d))
 	}
 	for _, d := range rep.Layers {
 		out.Layers = append(out.Layers, string(d))
+	}
+	for _, k := range rep.Kept {
+		pk := apiv1.PruneKept{Kind: k.Kind, Digest: string(k.Digest), Reason: k.Reason, Detail: k.Detail}
+		if !k.Until.IsZero() {
+			until := k.Until.UTC()
+			pk.Until = &until
+		}
+		out.Kept = append(out.Kept, pk)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -77,20 +85,20 @@ const maxImportBytes = 64 << 30
 // and named by its digest).
 func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
 	img, err := s.m.Images().Import(r.Context(), r.Body, maxImportBytes, r.URL.Query().Get("ref"))
-	writeImage(w, img, err)
+	s.writeImage(w, img, err)
 }
 
 // pullImage fetches an image from a registry.
 func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
 	var req apiv1.PullRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	if req.Ref == "" || len(req.Ref) > 512 {
-		writeError(w, errdefs.Invalid("ref", "required, at most 512 bytes"))
+		s.writeError(w, errdefs.Invalid("ref", "required, at most 512 bytes"))
 		return
 	}
 	img, err := s.m.Images().Pull(r.Context(), req.Ref, oci.PullOptions{Insecure: req.Insecure})
-	writeImage(w, img, err)
+	s.writeImage(w, img, err)
 }

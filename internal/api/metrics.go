@@ -15,12 +15,12 @@ import (
 func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
 	since, err := sinceParam(r.URL.Query().Get("since"))
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	samples, err := s.m.Metrics(r.Context(), r.PathValue("id"), since)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	out := apiv1.Metrics{Interval: s.m.MetricsInterval().Seconds(), Samples: []apiv1.MetricSample{}}

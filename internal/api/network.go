@@ -30,17 +30,17 @@ func networkOf(p policy.Policy) apiv1.NetworkPolicy {
 func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request) {
 	var req apiv1.NetworkPolicy
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	p, err := policyOf(req)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	sb, err := s.m.SetNetwork(r.Context(), r.PathValue("id"), p)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.toAPI(sb))

@@ -51,7 +51,7 @@ func (s *Server) portRequest(r *http.Request) (string, int, error) {
 func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 	id, port, err := s.portRequest(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	path := "/" + r.PathValue("path")
@@ -81,7 +81,7 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 				!errors.Is(err, errdefs.ErrResourceExhausted) {
 				err = fmt.Errorf("%w: port %d: %v", errdefs.ErrUnavailable, port, err)
 			}
-			writeError(w, err)
+			s.writeError(w, err)
 		},
 	}
 	rp.ServeHTTP(w, r)
@@ -93,21 +93,21 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 func (s *Server) tunnelPort(w http.ResponseWriter, r *http.Request) {
 	id, port, err := s.portRequest(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), tunnelProtocol) {
-		writeError(w, errdefs.Invalid("Upgrade", "a tunnel needs the header Upgrade: %s", tunnelProtocol))
+		s.writeError(w, errdefs.Invalid("Upgrade", "a tunnel needs the header Upgrade: %s", tunnelProtocol))
 		return
 	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
-		writeError(w, fmt.Errorf("%w: this connection cannot be upgraded (HTTP/2?)", errdefs.ErrNotSupported))
+		s.writeError(w, fmt.Errorf("%w: this connection cannot be upgraded (HTTP/2?)", errdefs.ErrNotSupported))
 		return
 	}
 	up, err := s.m.Ports().Dial(r.Context(), id, port, r.RemoteAddr, "tunnel")
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	defer up.Close()

@@ -23,12 +23,12 @@ import (
 func (s *Server) execProcess(w http.ResponseWriter, r *http.Request) {
 	var req apiv1.ExecRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	timeout, err := seconds("timeout", req.Timeout, sandbox.MaxTimeout)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	p := manager.ExecParams{Args: req.Cmd, Env: req.Env, Cwd: req.Cwd, User: req.User, Stdin: req.Stdin, Timeout: timeout, Tag: req.Tag}
@@ -40,7 +40,7 @@ func (s *Server) execProcess(w http.ResponseWriter, r *http.Request) {
 	// outlives it, a foreground one is killed when the caller goes away.
 	proc, err := s.m.Processes().Exec(r.Context(), id, p)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	defer proc.Close()
@@ -74,7 +74,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, src eventSource) bool {
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				_ = enc.Encode(apiv1.ExecEvent{Type: apiv1.EventEnd, ExitCode: -1,
-					Error: "lost the process: the sandbox's agent went away (was the sandbox terminated or killed, e.g. out of memory?): " + err.Error()})
+					Error: "lost the process: the sandbox's agent went away (was the sandbox terminated or killed, e.g. out of memory?): " + s.red.String(err.Error())})
 			}
 			return false
 		}
@@ -102,7 +102,7 @@ func pidOf(r *http.Request) (int, error) {
 func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
 	ps, err := s.m.Processes().List(r.Context(), r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	out := apiv1.ProcessList{Processes: []apiv1.Process{}}
@@ -115,12 +115,12 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
 func (s *Server) attachProcess(w http.ResponseWriter, r *http.Request) {
 	pid, err := pidOf(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	proc, err := s.m.Processes().Attach(r.Context(), r.PathValue("id"), pid)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	defer proc.Close()
@@ -132,12 +132,12 @@ func (s *Server) attachProcess(w http.ResponseWriter, r *http.Request) {
 func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
 	pid, err := pidOf(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	closeAfter := r.URL.Query().Get("close") == "true" || r.URL.Query().Get("close") == "1"
 	if err := s.m.Processes().Stdin(r.Context(), r.PathValue("id"), pid, r.Body, closeAfter); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -146,21 +146,21 @@ func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
 func (s *Server) signalProcess(w http.ResponseWriter, r *http.Request) {
 	pid, err := pidOf(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	var req apiv1.SignalRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	sig, err := ParseSignal(req.Signal)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	if err := s.m.Processes().Signal(r.Context(), r.PathValue("id"), pid, sig); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -169,16 +169,16 @@ func (s *Server) signalProcess(w http.ResponseWriter, r *http.Request) {
 func (s *Server) resizeProcess(w http.ResponseWriter, r *http.Request) {
 	pid, err := pidOf(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	var req apiv1.PTYSize
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	if err := s.m.Processes().Resize(r.Context(), r.PathValue("id"), pid, req.Cols, req.Rows); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -21,17 +21,17 @@ import (
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var req apiv1.CreateSandboxRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	spec, err := specOf(req)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	sb, err := s.m.Create(r.Context(), spec)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, s.toAPI(sb))
@@ -88,6 +88,7 @@ func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		Network: networkOf(sb.Spec.Network), ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
 		RuntimeInfo: sb.RuntimeInfo, FromSnapshot: sb.Spec.FromSnapshot, AutoPause: sb.Spec.AutoPause,
 	}
+	out.Error = s.red.String(sb.Error)
 	for _, p := range sb.Spec.Expose {
 		out.Ports = append(out.Ports, apiv1.ExposedPort{Port: p.Port, Public: p.Public,
 			URL: fmt.Sprintf("/v1/sandboxes/%s/ports/%d/", sb.ID, p.Port)})
@@ -117,12 +118,12 @@ func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	o, err := listOptions(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	page, next, err := s.m.ListPage(r.Context(), o)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	out := apiv1.SandboxList{Sandboxes: []apiv1.Sandbox{}, Next: next}
@@ -135,7 +136,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	sb, err := s.m.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.toAPI(sb))
@@ -151,14 +152,14 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	case "false":
 		wait = false
 	default:
-		writeError(w, errdefs.Invalid("wait", "true or false, got %q", v))
+		s.writeError(w, errdefs.Invalid("wait", "true or false, got %q", v))
 		return
 	}
 	id := r.PathValue("id")
 	if !wait {
 		sb, err := s.m.TerminateNoWait(r.Context(), id, sandbox.EndTerminated)
 		if err != nil {
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 		status := http.StatusAccepted
@@ -170,7 +171,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	sb, err := s.m.Terminate(r.Context(), id, sandbox.EndTerminated, nil)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.toAPI(sb))
@@ -181,12 +182,12 @@ func (s *Server) waitSandbox(w http.ResponseWriter, r *http.Request) {
 	if t := r.URL.Query().Get("timeout"); t != "" {
 		v, err := strconv.ParseFloat(t, 64)
 		if err != nil {
-			writeError(w, errdefs.Invalid("timeout", "not a number of seconds: %q", t))
+			s.writeError(w, errdefs.Invalid("timeout", "not a number of seconds: %q", t))
 			return
 		}
 		d, err := seconds("timeout", v, sandbox.MaxTimeout)
 		if err != nil {
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 		var cancel context.CancelFunc
@@ -195,7 +196,7 @@ func (s *Server) waitSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	code, reason, err := s.m.Wait(ctx, r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apiv1.WaitResult{ExitCode: code, EndReason: reason})
@@ -205,12 +206,12 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 	evs, err := s.m.Events(r.Context(), r.PathValue("id"), after, 1000)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	out := apiv1.EventList{Events: []apiv1.Event{}}
 	for _, e := range evs {
-		out.Events = append(out.Events, apiv1.Event{Seq: e.Seq, Time: e.Time, Kind: e.Kind, Message: e.Message, Fields: e.Fields})
+		out.Events = append(out.Events, apiv1.Event{Seq: e.Seq, Time: e.Time, Kind: e.Kind, Message: s.red.String(e.Message), Fields: s.redactFields(e.Fields)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -221,7 +222,7 @@ func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	path, err := s.m.LogPath(r.Context(), id)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	follow := r.URL.Query().Get("follow") == "true" || r.URL.Query().Get("follow") == "1"
@@ -262,4 +263,17 @@ func copyFrom(w io.Writer, path string, off int64) int64 {
 		return n
 	}
 	return n
+}
+
+// redactFields is an event's fields without host paths (an error's text
+// may name a daemon file).
+func (s *Server) redactFields(fields map[string]string) map[string]string {
+	if len(fields) == 0 {
+		return fields
+	}
+	out := make(map[string]string, len(fields))
+	for k, v := range fields {
+		out[k] = s.red.String(v)
+	}
+	return out
 }

@@ -11,27 +11,24 @@ package api
 import (
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 
 	"corral/internal/build"
 	"corral/internal/errdefs"
+	"corral/internal/hostpath"
 	"corral/internal/manager"
 	"corral/pkg/apiv1"
 )
-
-// maxJSONBody bounds every JSON request body.
-const maxJSONBody = 1 << 20
 
 // Server is the HTTP API.
 type Server struct {
 	m       *manager.Manager
 	builder *build.Builder
 	token   string
+	red     *hostpath.Redactor // host paths out of what callers see
 	log     *slog.Logger
 	version string
 	mux     *http.ServeMux
@@ -40,7 +37,8 @@ type Server struct {
 // New returns the API handler for m (and b, which builds images; nil: this
 // daemon does not), requiring token on every call but /v1/health.
 func New(m *manager.Manager, b *build.Builder, token, version string, log *slog.Logger) *Server {
-	s := &Server{m: m, builder: b, token: token, log: log, version: version, mux: http.NewServeMux()}
+	s := &Server{m: m, builder: b, token: token, log: log, version: version, mux: http.NewServeMux(),
+		red: hostpath.NewRedactor(m.HostPaths()...)}
 	s.routes()
 	return s
 }
@@ -119,7 +117,7 @@ func (s *Server) routes() {
 		s.mux.HandleFunc(r.pattern, h)
 	}
 	s.mux.HandleFunc("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, fmt.Errorf("%w: no route for %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
+		s.writeError(w, fmt.Errorf("%w: no route for %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	}))
 }
 
@@ -132,21 +130,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(v)
 			}
 			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
-			writeError(w, fmt.Errorf("internal error"))
+			s.writeError(w, fmt.Errorf("internal error"))
 		}
 	}()
-	s.mux.ServeHTTP(w, r)
+	body, tr := trackBody(r)
+	s.mux.ServeHTTP(w, tr)
+	body.drain(w, r)
 }
 
 func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || got == "" {
-			writeError(w, fmt.Errorf("%w: missing bearer token (Authorization: Bearer <token>)", errdefs.ErrUnauthenticated))
+			s.writeError(w, fmt.Errorf("%w: missing bearer token (Authorization: Bearer <token>)", errdefs.ErrUnauthenticated))
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
-			writeError(w, fmt.Errorf("%w: wrong token", errdefs.ErrUnauthenticated))
+			s.writeError(w, fmt.Errorf("%w: wrong token", errdefs.ErrUnauthenticated))
 			return
 		}
 		next(w, r)
@@ -185,49 +185,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, err error) {
-	writeJSON(w, errdefs.HTTPStatus(err), apiv1.Error{Error: apiv1.ErrorDetail{Code: errdefs.Code(err), Message: err.Error()}})
-}
-
-// decodeJSON reads a bounded, strictly typed JSON body into v; its errors
-// name the offending field.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	return decodeJSONLimit(w, r, v, maxJSONBody)
-}
-
-// decodeJSONLimit is decodeJSON with a body limit of its own.
-func decodeJSONLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+// writeError answers with err translated: its kind's status and code, and
+// its message without host paths. An internal error (500) is logged with its
+// full message, which the caller does not see.
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	status := errdefs.HTTPStatus(err)
+	if status == http.StatusInternalServerError {
+		s.log.Warn("request failed", "op", "api", "code", errdefs.Code(err), "err", err)
 	}
-	if dec.More() {
-		return errdefs.Invalid("body", "trailing data after the JSON object")
-	}
-	return nil
-}
-
-func jsonError(err error) error {
-	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-		tooBig *http.MaxBytesError
-	)
-	switch {
-	case errors.As(err, &syntax):
-		return errdefs.Invalid("body", "malformed JSON at byte %d: %v", syntax.Offset, err)
-	case errors.As(err, &typ):
-		return errdefs.Invalid(typ.Field, "expected %s, got JSON %s", typ.Type, typ.Value)
-	case errors.As(err, &tooBig):
-		return errdefs.Invalid("body", "larger than %d bytes", tooBig.Limit)
-	case errors.Is(err, io.EOF):
-		return errdefs.Invalid("body", "empty; a JSON object is required")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return errdefs.Invalid("body", "truncated JSON")
-	}
-	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return errdefs.Invalid(strings.Trim(f, `"`), "unknown field")
-	}
-	return errdefs.Invalid("body", "%v", err)
+	writeJSON(w, status, apiv1.Error{Error: apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error())}})
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"corral/internal/errdefs"
 	"corral/internal/sandbox"
@@ -12,28 +13,36 @@ import (
 // snapshotFS turns a running sandbox's files into an image.
 func (s *Server) snapshotFS(w http.ResponseWriter, r *http.Request) {
 	if s.builder == nil {
-		writeError(w, fmt.Errorf("%w: this daemon does not make images", errdefs.ErrNotSupported))
+		s.writeError(w, fmt.Errorf("%w: this daemon does not make images", errdefs.ErrNotSupported))
 		return
 	}
 	var req apiv1.SnapshotFSRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
-	img, err := s.builder.SnapshotFS(r.Context(), r.PathValue("id"), req.Tag)
+	snap, err := s.builder.SnapshotFS(r.Context(), r.PathValue("id"), req.Tag)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
-	described, err := s.m.Images().Get(string(img.Digest))
-	writeImage(w, described, err)
+	described, err := s.m.Images().Get(string(snap.Image.Digest))
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	out := apiv1.SnapshotFSResult{Image: toImage(described), LeftOut: []string{}, LeftOutCount: snap.LeftOutCount}
+	for _, n := range snap.LeftOut {
+		out.LeftOut = append(out.LeftOut, "/"+strings.TrimPrefix(n, "/"))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // pauseSandbox saves a running sandbox to disk.
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	sb, err := s.m.Pause(r.Context(), r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.toAPI(sb))
@@ -43,7 +52,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	sb, err := s.m.Resume(r.Context(), r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.toAPI(sb))
@@ -54,13 +63,13 @@ func (s *Server) snapshotMemory(w http.ResponseWriter, r *http.Request) {
 	var req apiv1.SnapshotMemoryRequest
 	if r.ContentLength != 0 { // the body (a name) is optional
 		if err := decodeJSON(w, r, &req); err != nil {
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 	}
 	sn, err := s.m.Snapshots().Take(r.Context(), r.PathValue("id"), req.Name)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, toAPISnapshot(sn))
@@ -69,7 +78,7 @@ func (s *Server) snapshotMemory(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	all, err := s.m.Snapshots().List(r.Context())
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	out := apiv1.SnapshotList{Snapshots: []apiv1.Snapshot{}}
@@ -82,7 +91,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	sn, err := s.m.Snapshots().Get(r.Context(), r.PathValue("ref"))
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toAPISnapshot(sn))
@@ -91,7 +100,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 	sn, err := s.m.Snapshots().Remove(r.Context(), r.PathValue("ref"))
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toAPISnapshot(sn))
@@ -101,12 +110,12 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	var req apiv1.ForkRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	copies, err := s.m.Snapshots().Fork(r.Context(), r.PathValue("id"), req.Count)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	out := apiv1.ForkResult{Sandboxes: []apiv1.Sandbox{}}

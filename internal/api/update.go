@@ -16,21 +16,21 @@ import (
 func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 	var req apiv1.UpdateSandboxRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	u := manager.Update{ExtendOnly: req.ExtendOnly, Tags: req.Tags}
 	if req.Timeout != nil {
 		d, err := seconds("timeout", *req.Timeout, sandbox.MaxTimeout)
 		if err != nil {
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 		u.Timeout = &d
 	}
 	sb, err := s.m.Update(r.Context(), r.PathValue("id"), u)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.toAPI(sb))
@@ -43,7 +43,7 @@ func (s *Server) byName(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.m.Resolve(r.Context(), r.PathValue("id"))
 		if err != nil {
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 		r.SetPathValue("id", id)

@@ -18,7 +18,7 @@ import (
 func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
 	path, user, err := pathAndUser(r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	recursive := false
@@ -27,12 +27,12 @@ func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
 	case "true", "1":
 		recursive = true
 	default:
-		writeError(w, errdefs.Invalid("recursive", "true or false, got %q", v))
+		s.writeError(w, errdefs.Invalid("recursive", "true or false, got %q", v))
 		return
 	}
 	ws, err := s.m.Files().Watch(r.Context(), r.PathValue("id"), path, recursive, user)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	defer ws.Close()
@@ -56,7 +56,7 @@ func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
 		if ev, err = ws.Recv(); err != nil {
 			if !errors.Is(err, io.EOF) && r.Context().Err() == nil {
 				_ = enc.Encode(apiv1.WatchEvent{Type: apiv1.WatchEnd,
-					Error: "the sandbox's agent went away (the sandbox ended or was paused): " + err.Error()})
+					Error: "the sandbox's agent went away (the sandbox ended or was paused): " + s.red.String(err.Error())})
 			}
 			return
 		}

@@ -105,23 +105,39 @@ func (r *run) runCommand(ctx context.Context, n int, id string, cmd stepCommand)
 
 // exportLayer streams the sandbox's changes into the store.
 func (r *run) exportLayer(ctx context.Context, id string) (store.Digest, error) {
+	d, _, err := r.exportLayerStats(ctx, id)
+	return d, err
+}
+
+// leftOut is what an export left out: entries a layer cannot hold (device
+// nodes, FIFOs, sockets), the first names and how many in all.
+type leftOut struct {
+	names []string
+	count int
+}
+
+// exportLayerStats is exportLayer that also says what the export left
+// out.
+func (r *run) exportLayerStats(ctx context.Context, id string) (store.Digest, leftOut, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	var st leftOut
 	go func() {
-		_, err := r.b.cfg.Manager.Files().ExportChanges(ctx, id, pw)
+		xs, err := r.b.cfg.Manager.Files().ExportChanges(ctx, id, pw)
+		st = leftOut{names: xs.Skipped, count: xs.SkippedCount}
 		pw.CloseWithError(err)
 		done <- err
 	}()
 	layer, err := r.b.cfg.Store.AddLayer(ctx, pr, "")
 	pr.CloseWithError(errors.New("layer store stopped reading"))
 	if xerr := <-done; xerr != nil {
-		return "", fmt.Errorf("exporting the step's changes: %w", xerr)
+		return "", st, fmt.Errorf("exporting the step's changes: %w", xerr)
 	}
 	if err != nil {
-		return "", fmt.Errorf("storing the step's layer: %w", err)
+		return "", st, fmt.Errorf("storing the step's layer: %w", err)
 	}
 	if layer.Entries == 0 {
-		return "", nil
+		return "", st, nil
 	}
-	return layer.Digest, nil
+	return layer.Digest, st, nil
 }

@@ -71,6 +71,10 @@ type Config struct {
 
 	// Shares bound what sandboxes may take from one another (shares.go).
 	Shares Shares
+
+	// Retention is how long the records, events and entrypoint logs of
+	// ended sandboxes are kept; zero keeps them forever.
+	Retention time.Duration
 }
 
 // metricsInterval maps the daemon's flag (0: off) to the manager's
@@ -152,6 +156,7 @@ func Run(ctx context.Context, cfg Config) error {
 		StateDir: cfg.StateDir, BaseRootFS: cfg.BaseRootFS, AgentBinary: agentBin, Records: st, Logger: log,
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
+		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
 		return err
@@ -177,6 +182,9 @@ func (cfg *Config) defaults() error {
 	}
 	if !filepath.IsAbs(cfg.StateDir) {
 		return fmt.Errorf("--state-dir %q must be an absolute path", cfg.StateDir)
+	}
+	if cfg.Retention < 0 {
+		return fmt.Errorf("--retention %s: must be 0 (keep forever) or more", cfg.Retention)
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state dir: %w", err)

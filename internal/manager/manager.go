@@ -90,6 +90,12 @@ type Config struct {
 	// metrics.DefaultKeep).
 	MetricsInterval time.Duration
 	MetricsKeep     int
+	// Retention bounds how long ended sandboxes' records, events and logs
+	// are kept (retention.go); zero keeps them forever.
+	Retention Retention
+	// HostPaths are more of the host's paths (runsc, the guest kernel)
+	// that callers must not see in messages (HostPaths).
+	HostPaths []string
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it
@@ -201,6 +207,10 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	m.adoptTemplates(ctx)
 	m.refill()
+	if cfg.Retention.Keep > 0 {
+		m.wg.Add(1)
+		go m.retain()
+	}
 	return m, nil
 }
 
@@ -221,6 +231,24 @@ func (c *Config) sandboxesDir() string { return filepath.Join(c.StateDir, "sandb
 func (c *Config) logsDir() string      { return filepath.Join(c.StateDir, "logs") }
 func (c *Config) logPath(id string) string {
 	return filepath.Join(c.logsDir(), id+".log")
+}
+
+// HostPaths lists the host's directories and files that messages to
+// callers must not name: the state directory, the base root filesystem,
+// the agent binary's directory, the image store and Config.HostPaths, as
+// given and with symlinks resolved (errors name either), the state
+// directory first.
+func (m *Manager) HostPaths() []string {
+	paths := append([]string{m.cfg.StateDir, m.cfg.BaseRootFS, filepath.Dir(m.cfg.AgentBinary)}, m.cfg.HostPaths...)
+	if m.cfg.Images != nil {
+		paths = append(paths, m.cfg.Images.Root())
+	}
+	for _, p := range paths {
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+			paths = append(paths, real)
+		}
+	}
+	return paths
 }
 
 // Processes is the exec service.

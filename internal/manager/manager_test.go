@@ -29,9 +29,16 @@ type env struct {
 	rt    *inproc.Runtime
 	store *records.Store
 	m     *Manager
+	edit  func(*Config) // changes to the managers' configuration
 }
 
 func newEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv whose managers' configuration edit changes.
+func newEnvWith(t *testing.T, edit func(*Config)) *env {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "mgr")
 	if err != nil {
@@ -43,7 +50,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, dir: dir, rt: inproc.New("gvisor"), store: st}
+	e := &env{t: t, dir: dir, rt: inproc.New("gvisor"), store: st, edit: edit}
 	e.m = e.open()
 	return e
 }
@@ -51,11 +58,15 @@ func newEnv(t *testing.T) *env {
 // open starts a manager over the env's store and runtime (a daemon start).
 func (e *env) open() *Manager {
 	e.t.Helper()
-	m, err := New(context.Background(), Config{
+	cfg := Config{
 		StateDir: e.dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Records: e.store,
 		Runtimes: map[string]runtime.Runtime{"gvisor": e.rt}, MaxSandboxes: 4,
 		Logger: slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second,
-	})
+	}
+	if e.edit != nil {
+		e.edit(&cfg)
+	}
+	m, err := New(context.Background(), cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

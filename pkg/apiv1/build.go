@@ -212,3 +212,14 @@ type SnapshotFSRequest struct {
 	// Tag names the image (name:tag); empty leaves it untagged.
 	Tag string `json:"tag,omitempty"`
 }
+
+// SnapshotFSResult answers POST /v1/sandboxes/{id}/snapshots/fs: the image,
+// and the entries the sandbox had made that an image cannot hold (device
+// nodes, FIFOs, sockets), left out of it.
+type SnapshotFSResult struct {
+	Image
+	// LeftOut names the entries left out (absolute paths, at most 20);
+	// LeftOutCount counts them all.
+	LeftOut      []string `json:"left_out"`
+	LeftOutCount int      `json:"left_out_count"`
+}

@@ -310,11 +310,26 @@ type PullRequest struct {
 	Insecure bool `json:"insecure,omitempty"`
 }
 
-// PruneReport is the body of POST /v1/images/prune.
+// PruneReport is the body of POST /v1/images/prune: what was removed, and
+// every image and layer kept with the reason.
 type PruneReport struct {
-	Images []string `json:"images"`
-	Layers []string `json:"layers"`
-	Bytes  int64    `json:"bytes"`
+	Images []string    `json:"images"`
+	Layers []string    `json:"layers"`
+	Bytes  int64       `json:"bytes"`
+	Kept   []PruneKept `json:"kept"`
+}
+
+// PruneKept is an image or layer a prune kept.
+type PruneKept struct {
+	Kind   string `json:"kind"`   // "image" or "layer"
+	Digest string `json:"digest"` // sha256:...
+	// Reason is "tagged", "in_use" (a sandbox or memory snapshot holds
+	// the image), "recent" (younger than the grace period that protects
+	// builds in progress) or "used" (a layer of a kept image).
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+	// Until is when a recent item stops being protected by its age.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // SnapshotMemoryRequest is the body of POST

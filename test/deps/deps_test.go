@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 	"corral/internal/agent":             {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/image/dirtar"},
 	"corral/internal/agentapi":          {"corral/internal/errdefs"},
 	"corral/internal/agentapi/wiretest": {},
-	"corral/internal/api": {"corral/internal/agentapi", "corral/internal/build", "corral/internal/errdefs", "corral/internal/image/oci",
+	"corral/internal/api": {"corral/internal/agentapi", "corral/internal/build", "corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/image/oci",
 		"corral/internal/image/store", "corral/internal/manager", "corral/internal/netpolicy/policy", "corral/internal/sandbox", "corral/pkg/apiv1"},
 	"corral/internal/bench": {"corral/internal/cgroups", "corral/internal/mountinfo", "corral/internal/runtime/vm", "corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/build": {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/image/", "corral/internal/keylimit",
@@ -40,9 +40,10 @@ var allowed = map[string][]string{
 		"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/seal"},
 	"corral/internal/errdefs":          {},
 	"corral/internal/fspath":           {},
+	"corral/internal/hostpath":         {},
 	"corral/internal/ids":              {"corral/internal/errdefs"},
 	"corral/internal/image/dirtar":     {"corral/internal/errdefs"},
-	"corral/internal/image/oci":        {"corral/internal/errdefs", "corral/internal/image/store"},
+	"corral/internal/image/oci":        {"corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/image/store", "corral/internal/sandbox"},
 	"corral/internal/image/overlaytar": {"corral/internal/errdefs"},
 	"corral/internal/image/store": {"corral/internal/cleanup", "corral/internal/errdefs", "corral/internal/ids", "corral/internal/image/tarx",
 		"corral/internal/keylimit", "corral/internal/mountinfo"},
@@ -200,6 +201,7 @@ var onlyImports = map[string][]string{
 	"corral/internal/sandbox":             {"corral/internal/"},
 	"corral/internal/runtime":             {"corral/internal/"},
 	"corral/internal/seal":                {},
+	"corral/internal/hostpath":            {},
 	"corral/pkg/apiv1":                    {},
 }
 

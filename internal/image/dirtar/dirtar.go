@@ -32,7 +32,10 @@ type Options struct {
 	// writable layer): its whiteouts, 0/0 character devices, are written
 	// as such instead of skipped, and directories keep the
 	// trusted.overlay.opaque attribute, so that overlaytar can turn both
-	// into OCI whiteouts.
+	// into OCI whiteouts. Other device nodes and FIFOs are written too
+	// (headers only), as gVisor's export writes them, so that overlaytar
+	// can name what it leaves out; sockets, which a tar cannot hold, are
+	// skipped.
 	Overlay bool
 }
 

@@ -20,7 +20,9 @@
 //     are stored as hard links (TypeLink) to the first name.
 //   - Device nodes, sockets and FIFOs are skipped and reported in
 //     Stats.Skipped: a sandbox gets its /dev from the runtime, and the
-//     layer extractor refuses them.
+//     layer extractor refuses them. With Options.Overlay (the export of a
+//     writable layer, which overlaytar converts) device nodes and FIFOs
+//     are written as headers, for the converter to leave out and name.
 //   - With Options.Normalize every entry is owned by 0:0 with no user or
 //     group name, has the modification time NormalTime, and carries no
 //     extended attributes; only the permission, setuid, setgid and sticky

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // fileID names an inode, to find the other names of a hard-linked file.
@@ -116,8 +118,16 @@ func (wr *writer) header(p, name string, fi fs.FileInfo) (*tar.Header, error) {
 			return nil, err
 		}
 		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
-	case wr.opts.Overlay && isWhiteout(fi):
-		hdr.Typeflag = tar.TypeChar
+	case wr.opts.Overlay && fi.Mode()&fs.ModeNamedPipe != 0:
+		hdr.Typeflag = tar.TypeFifo
+	case wr.opts.Overlay && fi.Mode()&fs.ModeDevice != 0:
+		hdr.Typeflag = tar.TypeBlock
+		if fi.Mode()&fs.ModeCharDevice != 0 {
+			hdr.Typeflag = tar.TypeChar
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			hdr.Devmajor, hdr.Devminor = int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+		}
 	default:
 		wr.skip(name)
 		return nil, nil
@@ -215,10 +225,4 @@ func tarMode(m fs.FileMode) int64 {
 		mode |= 0o1000
 	}
 	return mode
-}
-
-// isWhiteout reports an overlayfs whiteout: a 0/0 character device.
-func isWhiteout(fi fs.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && fi.Mode()&fs.ModeCharDevice != 0 && st.Rdev == 0
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"corral/internal/errdefs"
+	"corral/internal/hostpath"
 	"corral/internal/image/store"
 )
 
@@ -36,10 +37,14 @@ const (
 // A layout or archive holding several images is refused unless exactly one
 // of them is linux/amd64. A tar of a layout is unpacked under the store's
 // tmp/ directory for the duration of the import.
+//
+// Errors name neither path nor the store's directories (the archive is
+// usually an upload the daemon saved, and the caller must not learn the
+// host's layout): files of a layout are named by their place in it.
 func Import(ctx context.Context, st *store.Store, path string, ref string) (store.Image, error) {
 	img, err := importImage(ctx, st, path, ref)
 	if err != nil {
-		return store.Image{}, fmt.Errorf("importing %s: %w", truncate(path), err)
+		return store.Image{}, fmt.Errorf("importing the archive: %w", hostpath.NewRedactor(path, st.Root()).Error(err))
 	}
 	return img, nil
 }
@@ -251,10 +256,19 @@ func writeNew(dst string, r io.Reader) error {
 	return out.Close()
 }
 
-// importLayout imports the one image of the OCI layout in dir.
+// importLayout imports the one image of the OCI layout in dir. Its
+// errors name the layout's files relative to dir.
 func importLayout(ctx context.Context, st *store.Store, dir, tag string) (store.Image, error) {
+	img, err := importLayoutFiles(ctx, st, dir, tag)
+	return img, hostpath.Relative(err, dir)
+}
+
+func importLayoutFiles(ctx context.Context, st *store.Store, dir, tag string) (store.Image, error) {
 	for _, f := range []string{"oci-layout", "index.json"} {
 		fi, err := os.Stat(filepath.Join(dir, f))
+		if errors.Is(err, fs.ErrNotExist) {
+			return store.Image{}, errdefs.Invalid("layout", "%s is missing", f)
+		}
 		if err != nil {
 			return store.Image{}, errdefs.Invalid("layout", "%s: %v", f, err)
 		}

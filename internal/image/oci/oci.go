@@ -50,6 +50,9 @@ func storeImage(ctx context.Context, st *store.Store, img v1.Image, src layerSou
 	if err != nil {
 		return store.Image{}, fmt.Errorf("reading config: %w", classify(err))
 	}
+	if err := checkConfig(cf.Config); err != nil {
+		return store.Image{}, err
+	}
 	if len(cf.RootFS.DiffIDs) != len(m.Layers) {
 		return store.Image{}, errdefs.Invalid("config", "%d diff_ids for %d layers", len(cf.RootFS.DiffIDs), len(m.Layers))
 	}

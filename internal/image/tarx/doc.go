@@ -43,7 +43,9 @@
 //     only in the "user." namespace and "security.capability" (the latter
 //     only as root), on regular files and directories. Every other
 //     namespace is ignored: "trusted.overlay.*" in particular must never be
-//     forged by an archive.
+//     forged by an archive. An attribute the kernel would refuse (a name
+//     over 255 bytes, a value over 64 KiB, a security.capability that is
+//     not a revision 2 or 3 capability set) refuses the layer.
 //   - OCI whiteouts: ".wh.<name>" becomes an overlayfs whiteout, a 0/0
 //     character device named <name>; ".wh..wh..opq" sets
 //     trusted.overlay.opaque=y on its directory. Both need root (or
@@ -59,7 +61,10 @@
 //     The context is checked between entries and between buffers of data.
 //
 // A refused archive yields an error wrapping errdefs.ErrInvalidArgument
-// whose message names the entry and the reason. A non-empty destination
+// whose message names the entry and the reason; so does a system call that
+// fails because of what the entry asks for (a name component the
+// filesystem cannot hold, a time or attribute it refuses), while a full
+// disk is errdefs.ErrResourceExhausted and any other failure the host's. A non-empty destination
 // yields errdefs.ErrFailedPrecondition, zstd input errdefs.ErrNotSupported.
 // Errors from the source reader are returned as they are (wrapped), not as
 // invalid arguments. On any error the destination may hold part of the

@@ -81,7 +81,7 @@ func (x *extractor) entry(ctx context.Context, tr *tar.Reader, hdr *tar.Header) 
 		return refuse(hdr.Name, "whiteout prefix in a directory component")
 	}
 	if strings.HasPrefix(base, whiteoutPrefix) {
-		return x.whiteout(hdr.Name, dir, base)
+		return classify(hdr.Name, x.whiteout(hdr.Name, dir, base))
 	}
 	switch hdr.Typeflag {
 	case tar.TypeReg, tar.TypeDir, tar.TypeSymlink, tar.TypeLink:
@@ -130,12 +130,12 @@ func (x *extractor) entry(ctx context.Context, tr *tar.Reader, hdr *tar.Header) 
 
 	pfd, err := x.openDir(hdr.Name, dir, true)
 	if err != nil {
-		return err
+		return classify(hdr.Name, err)
 	}
 	defer unix.Close(pfd)
 	keepDir, err := x.clear(hdr.Name, pfd, base, hdr.Typeflag == tar.TypeDir)
 	if err != nil {
-		return err
+		return classify(hdr.Name, err)
 	}
 	delete(x.regular, name)
 	delete(x.dirs, name)
@@ -153,10 +153,22 @@ func (x *extractor) entry(ctx context.Context, tr *tar.Reader, hdr *tar.Header) 
 		err = x.hardlink(hdr, target, pfd, base)
 		x.regular[name] = err == nil
 	}
-	if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
-		return fmt.Errorf("entry %q: %w", hdr.Name, err)
+	return classify(hdr.Name, err)
+}
+
+// classify gives an entry's failure its kind: a system call that failed
+// because of what the layer asked for is the layer's fault (invalid), a
+// full disk is resource_exhausted, and anything else the host's.
+func classify(entry string, err error) error {
+	switch {
+	case err == nil || errdefs.Code(err) != "internal":
+		return err
+	case layerErrno(err):
+		return refuse(entry, "%v", err)
+	case errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT):
+		return fmt.Errorf("%w: entry %q: %w", errdefs.ErrResourceExhausted, truncateName(entry), err)
 	}
-	return err
+	return fmt.Errorf("entry %q: %w", truncateName(entry), err)
 }
 
 // clear removes whatever an earlier entry left at base, except a directory
@@ -167,7 +179,7 @@ func (x *extractor) clear(entry string, pfd int, base string, isDir bool) (keep 
 		if err == unix.ENOENT {
 			return false, nil
 		}
-		return false, fmt.Errorf("entry %q: %w", entry, err)
+		return false, err
 	}
 	flags := 0
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
@@ -180,7 +192,7 @@ func (x *extractor) clear(entry string, pfd int, base string, isDir bool) (keep 
 		if err == unix.ENOTEMPTY || err == unix.EEXIST {
 			return false, refuse(entry, "would replace a non-empty directory")
 		}
-		return false, fmt.Errorf("entry %q: replacing: %w", entry, err)
+		return false, fmt.Errorf("replacing: %w", err)
 	}
 	return false, nil
 }
@@ -250,7 +262,7 @@ func (x *extractor) dir(hdr *tar.Header, pfd int, base string, exists bool) erro
 // rootDir records the metadata of the layer root's own entry ("./").
 func (x *extractor) rootDir(hdr *tar.Header) error {
 	if err := x.chown(x.root, hdr); err != nil {
-		return fmt.Errorf("entry %q: %w", hdr.Name, err)
+		return classify(hdr.Name, err)
 	}
 	x.dirs["."] = meta(hdr)
 	return nil
@@ -297,7 +309,7 @@ func (x *extractor) whiteout(entry, dir, base string) error {
 	defer unix.Close(pfd)
 	if base == opaqueMarker {
 		if err := unix.Fsetxattr(pfd, opaqueXattr, []byte("y"), 0); err != nil {
-			return fmt.Errorf("entry %q: marking %q opaque: %w", entry, dir, err)
+			return fmt.Errorf("marking %q opaque: %w", dir, err)
 		}
 		return nil
 	}
@@ -315,7 +327,7 @@ func (x *extractor) whiteout(entry, dir, base string) error {
 	delete(x.regular, p)
 	delete(x.dirs, p)
 	if err := unix.Mknodat(pfd, name, unix.S_IFCHR, 0); err != nil {
-		return fmt.Errorf("entry %q: creating whiteout: %w", entry, err)
+		return fmt.Errorf("creating whiteout: %w", err)
 	}
 	return nil
 }
@@ -325,24 +337,6 @@ func (x *extractor) chown(fd int, hdr *tar.Header) error {
 		return nil
 	}
 	return unix.Fchown(fd, hdr.Uid, hdr.Gid)
-}
-
-// xattrs applies the PAX xattr records of the namespaces a layer may carry.
-func (x *extractor) xattrs(fd int, hdr *tar.Header) error {
-	for k, v := range hdr.PAXRecords {
-		attr, ok := strings.CutPrefix(k, paxXattr)
-		if !ok {
-			continue
-		}
-		allowed := strings.HasPrefix(attr, "user.") || (attr == "security.capability" && x.isRoot)
-		if !allowed {
-			continue
-		}
-		if err := unix.Fsetxattr(fd, attr, []byte(v), 0); err != nil {
-			return fmt.Errorf("setting xattr %s: %w", attr, err)
-		}
-	}
-	return nil
 }
 
 func (x *extractor) times(pfd int, base string, atime, mtime time.Time) error {
@@ -392,7 +386,7 @@ func (x *extractor) finishDirs() error {
 		err = x.finishDir(pfd, base, m)
 		unix.Close(pfd)
 		if err != nil {
-			return fmt.Errorf("entry %q: %w", p, err)
+			return classify(p, err)
 		}
 	}
 	return nil

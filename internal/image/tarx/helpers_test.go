@@ -32,6 +32,9 @@ func symlink(name, to string) ent {
 	return ent{name: name, typ: tar.TypeSymlink, link: to, mode: 0o777}
 }
 func hardlink(name, to string) ent { return ent{name: name, typ: tar.TypeLink, link: to, mode: 0o644} }
+func xattrFile(name, key, value string) ent {
+	return ent{name: name, typ: tar.TypeReg, body: "x", mode: 0o644, pax: map[string]string{key: value}}
+}
 func node(name string, typ byte) ent {
 	return ent{name: name, typ: typ, mode: 0o644}
 }

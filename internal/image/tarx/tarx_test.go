@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -128,6 +129,36 @@ func TestRefused(t *testing.T) {
 				e.uid = -1
 				return []ent{e}
 			}},
+			// What the kernel refuses is the layer's fault, not the host's.
+			{name: "name component longer than the filesystem takes", entry: ("d/" + strings.Repeat("n", 300))[:maxNameInError] + "...", ents: func(sandbox) []ent {
+				return []ent{file("d/"+strings.Repeat("n", 300), "x")}
+			}},
+			{name: "directory component longer than the filesystem takes", entry: strings.Repeat("d", maxNameInError) + "...", ents: func(sandbox) []ent {
+				return []ent{file(strings.Repeat("d", 300)+"/f", "x")}
+			}},
+			{name: "xattr value too large", entry: "f", ents: func(sandbox) []ent {
+				return []ent{xattrFile("f", "SCHILY.xattr.user.big", strings.Repeat("v", 70000))}
+			}},
+			{name: "xattr name too long", entry: "f", ents: func(sandbox) []ent {
+				return []ent{xattrFile("f", "SCHILY.xattr.user."+strings.Repeat("a", 300), "v")}
+			}},
+			{name: "xattr with an empty name", entry: "d/", ents: func(sandbox) []ent {
+				e := dir("d/")
+				e.pax = map[string]string{"SCHILY.xattr.user.": "v"}
+				return []ent{e}
+			}},
+		}
+		if os.Geteuid() == 0 { // security.capability is applied only as root
+			for _, v := range []string{"abc", strings.Repeat("\x00", 20), "\x00\x00\x00\x01" + strings.Repeat("\x00", 8)} {
+				cases = append(cases, struct {
+					name  string
+					ents  func(s sandbox) []ent
+					lim   Limits
+					entry string
+				}{name: fmt.Sprintf("malformed security.capability of %d bytes", len(v)), entry: "bin/ping", ents: func(sandbox) []ent {
+					return []ent{xattrFile("bin/ping", "SCHILY.xattr.security.capability", v)}
+				}})
+			}
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {

@@ -110,7 +110,7 @@ func (x *extractor) walk(entry, p string, create bool) (int, error) {
 			case unix.ENOENT:
 				return -1, refuse(entry, "%q does not exist", prefix)
 			}
-			return -1, fmt.Errorf("entry %q: opening %q: %w", entry, prefix, err)
+			return -1, fmt.Errorf("opening %q: %w", truncateName(prefix), err)
 		}
 		fd = next
 	}

@@ -86,12 +86,13 @@ func (b *BuildStream) Wait(fn func(apiv1.BuildEvent)) (*apiv1.Image, error) {
 }
 
 // SnapshotFS turns a running sandbox's files into an image (its image plus
-// one layer of its changes), tagged tag when set. The sandbox keeps
+// one layer of its changes), tagged tag when set, and lists what the image
+// could not hold (device nodes, FIFOs, sockets). The sandbox keeps
 // running.
-func (c *Client) SnapshotFS(ctx context.Context, id, tag string) (*apiv1.Image, error) {
-	var img apiv1.Image
-	if err := c.call(ctx, "POST", sbPath(id, "/snapshots/fs"), nil, apiv1.SnapshotFSRequest{Tag: tag}, &img); err != nil {
+func (c *Client) SnapshotFS(ctx context.Context, id, tag string) (*apiv1.SnapshotFSResult, error) {
+	var res apiv1.SnapshotFSResult
+	if err := c.call(ctx, "POST", sbPath(id, "/snapshots/fs"), nil, apiv1.SnapshotFSRequest{Tag: tag}, &res); err != nil {
 		return nil, err
 	}
-	return &img, nil
+	return &res, nil
 }

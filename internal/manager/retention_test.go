@@ -1,0 +1,98 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"corral/internal/errdefs"
+	"corral/internal/ids"
+	"corral/internal/sandbox"
+)
+
+// TestRetentionPrunesEndedSandboxes: once the retention has passed since a
+// sandbox ended, its record, events and entrypoint log go; a running
+// sandbox keeps all three however old, and a log without a record goes
+// once it is as old.
+func TestRetentionPrunesEndedSandboxes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ended := e.create(sandbox.Spec{Entrypoint: []string{"sh", "-c", "echo out; sleep 60"}})
+	live := e.create(sandbox.Spec{Entrypoint: []string{"sh", "-c", "echo out; sleep 60"}})
+	waitForLog(t, e.m.cfg.logPath(ended.ID))
+	waitForLog(t, e.m.cfg.logPath(live.ID))
+	if _, err := e.m.Terminate(ctx, ended.ID, sandbox.EndTerminated, nil); err != nil {
+		t.Fatal(err)
+	}
+	orphan := e.m.cfg.logPath(ids.NewSandbox())
+	if err := os.WriteFile(orphan, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// A cutoff before the end keeps everything.
+	if n, err := e.m.pruneEnded(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("pruneEnded an hour back: %d, %v; want nothing", n, err)
+	}
+	if _, err := e.m.Get(ctx, ended.ID); err != nil {
+		t.Fatalf("the ended sandbox went before its time: %v", err)
+	}
+
+	n, err := e.m.pruneEnded(ctx, time.Now().Add(time.Second))
+	if err != nil || n != 1 {
+		t.Fatalf("pruneEnded: %d, %v; want the ended sandbox", n, err)
+	}
+	if _, err := e.m.Get(ctx, ended.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the ended sandbox's record: %v, want not found", err)
+	}
+	if evs, err := e.store.Events(ctx, ended.ID, 0, 100); err != nil || len(evs) != 0 {
+		t.Errorf("the ended sandbox's events: %v, %v", evs, err)
+	}
+	for _, p := range []string{e.m.cfg.logPath(ended.ID), orphan} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: still there (%v)", p, err)
+		}
+	}
+	if sb, err := e.m.Get(ctx, live.ID); err != nil || sb.State != sandbox.Running {
+		t.Errorf("the live sandbox: %+v, %v", sb, err)
+	}
+	if evs, err := e.store.Events(ctx, live.ID, 0, 100); err != nil || len(evs) == 0 {
+		t.Errorf("the live sandbox's events: %v, %v", evs, err)
+	}
+	if _, err := os.Stat(e.m.cfg.logPath(live.ID)); err != nil {
+		t.Errorf("the live sandbox's log: %v", err)
+	}
+}
+
+// TestRetentionRunsInTheBackground: a manager with a retention prunes by
+// itself.
+func TestRetentionRunsInTheBackground(t *testing.T) {
+	e := newEnvWith(t, func(c *Config) { c.Retention = Retention{Keep: 200 * time.Millisecond, Every: 50 * time.Millisecond} })
+	ctx := context.Background()
+	sb := e.create(sandbox.Spec{})
+	if _, err := e.m.Terminate(ctx, sb.ID, sandbox.EndTerminated, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := e.m.Get(ctx, sb.ID)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record is still there 10 s after its end: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func waitForLog(t *testing.T, p string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if fi, err := os.Stat(p); err == nil && fi.Size() > 0 {
+			return
+		}
+	}
+	t.Fatalf("no log at %s", p)
+}
