@@ -34,9 +34,13 @@ type Limits struct {
 // Bounds of the mounts the runtimes make.
 var (
 	// Channel is a gVisor sandbox's agent channel directory: one socket,
-	// which a guest's --host-uds bind creates. A few spare inodes let the
-	// agent listen again after a checkpoint while the old name is going.
-	Channel = Limits{Bytes: 64 << 10, Inodes: 8}
+	// which a guest's --host-uds bind creates. runsc's gofer keeps the
+	// host socket of every listener the agent closes for a checkpoint
+	// (pause, memory snapshot, fork), each holding an inode: the inode
+	// bound is sized for a sandbox's snapshots over its life, not its one
+	// socket (with 8, the seventh snapshot left the agent no room to
+	// listen again). Empty inodes cost no bytes of the size.
+	Channel = Limits{Bytes: 64 << 10, Inodes: 1024}
 	// Logs holds a sandbox's console (and QEMU's) logs: each rotated at
 	// LogRotateBytes, keeping one previous part, so 4 MiB leaves the logs
 	// room to grow while no daemon rotates them.

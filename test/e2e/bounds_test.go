@@ -49,12 +49,12 @@ func testHostBackedGVisor(t *testing.T, d *daemon) {
 head -c 67108864 /dev/zero > /.corral/run/big 2>/dev/null; echo "big=$?"; rm -f /.corral/run/big
 mknod /.corral/run/null c 1 3 2>/dev/null; echo "mknod=$?"
 printf x > /.corral/run/suid && chmod 6755 /.corral/run/suid; echo "suid=$?"
-n=0; while [ $n -lt 200 ] && touch /.corral/run/e$n 2>/dev/null; do n=$((n+1)); done; echo "entries=$n"
+n=0; while [ $n -lt 2000 ] && touch /.corral/run/e$n 2>/dev/null; do n=$((n+1)); done; echo "entries=$n"
 rm -f /.corral/run/e*
 ls /.corral/run`)
 	t.Logf("in the channel directory: %s", strings.Join(strings.Fields(out), " "))
-	if !strings.Contains(out, "big=1") || strings.Contains(out, "entries=200") {
-		t.Errorf("the channel directory took 64 MiB or 200 entries: %s", out)
+	if !strings.Contains(out, "big=1") || strings.Contains(out, "entries=2000") {
+		t.Errorf("the channel directory took 64 MiB or 2,000 entries (its bound is 1,024 inodes): %s", out)
 	}
 	checkBoundedMount(t, filepath.Join(dir, "chan"), chanBound)
 	if strings.Contains(out, "suid=0") {

@@ -12,7 +12,7 @@ import (
 //
 //   - chan/: the agent's channel directory, bind-mounted read-write at
 //     /.corral/run so that the agent can create its socket there through
-//     --host-uds=create; a tmpfs of boundfs.Channel (64 KiB, 8 inodes),
+//     --host-uds=create; a tmpfs of boundfs.Channel (64 KiB, 1,024 inodes),
 //     nosuid, nodev, noexec;
 //   - log/console.log: stdout and stderr of PID 1 (and of runsc), which
 //     any guest process can write through /proc/1/fd/1; a tmpfs of
