@@ -26,7 +26,7 @@ RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237
 ROOTFS_NAME=debian-bookworm
 ROOTFS_SUITE=bookworm
 ROOTFS_VARIANT=minbase
-ROOTFS_INCLUDE=python3,python3-pip,python3-venv,ca-certificates,curl,git,procps,coreutils,kmod
+ROOTFS_INCLUDE=python3,python3-pip,python3-venv,ca-certificates,curl,git,procps,coreutils,kmod,sudo
 # Mount points the gvisor runtime binds the agent and its socket directory
 # onto (see internal/runtime/gvisor PrepareRootFS). Part of the recipe: a
 # rootfs built before they were added is rebuilt.
