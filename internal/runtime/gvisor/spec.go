@@ -86,8 +86,12 @@ func buildSpec(p runtime.StartParams, cgroupsPath string) *specs.Spec {
 		Mounts: []specs.Mount{
 			{Destination: "/proc", Type: "proc", Source: "proc"},
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs"},
-			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm",
-				Options: []string{"nosuid", "noexec", "nodev", "mode=1777"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: shmOptions(p.Resources)},
+			// runsc mounts a tmpfs (RAM) over an empty /tmp of its own
+			// accord; a mount below /tmp makes /tmp non-empty, so it stays
+			// on the root's writable layer: on disk, bounded by DiskMB. See
+			// tmpKeeper.
+			tmpKeeper,
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs",
 				Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 			{Destination: guestAgentPath, Type: "bind", Source: p.AgentBinary,
@@ -107,6 +111,25 @@ func buildSpec(p runtime.StartParams, cgroupsPath string) *specs.Spec {
 			},
 		},
 	}
+}
+
+// tmpKeeper is a small tmpfs at the conventional X11 socket directory
+// (1777, as on a desktop system). Its only job is to exist: runsc leaves
+// /tmp alone when something is mounted inside it, so /tmp is part of the
+// root's writable layer (disk, bounded by --disk) instead of a RAM tmpfs
+// that would count against the memory limit and kill the sandbox when
+// filled.
+var tmpKeeper = specs.Mount{Destination: "/tmp/.X11-unix", Type: "tmpfs", Source: "x11",
+	Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=1m"}}
+
+// shmOptions bounds /dev/shm to half the sandbox's memory limit, as Linux
+// sizes a tmpfs by default (so df shows a truthful figure, not the host's).
+func shmOptions(res runtime.Resources) []string {
+	opts := []string{"nosuid", "noexec", "nodev", "mode=1777"}
+	if res.MemoryLimitMB > 0 {
+		opts = append(opts, fmt.Sprintf("size=%dm", max(res.MemoryLimitMB/2, 1)))
+	}
+	return opts
 }
 
 // buildResources maps Corral's resources onto OCI linux.resources, which
