@@ -22,6 +22,7 @@ type createFlags struct {
 	env, tags                                       []string
 	net                                             netFlags
 	expose, exposePublic                            []int
+	caCerts                                         []string
 }
 
 // netFlags are the network policy flags of create, run and net set.
@@ -60,6 +61,7 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	f.net.register(fs)
 	fs.IntSliceVar(&f.expose, "expose", nil, "expose a port through the daemon, token-protected (repeatable)")
 	fs.IntSliceVar(&f.exposePublic, "expose-public", nil, "expose a port through the daemon without a token")
+	fs.StringArrayVar(&f.caCerts, "ca-cert", nil, "a PEM file of CA certificates the sandbox trusts beyond its image's (repeatable)")
 	if withEntrypoint {
 		fs.StringVar(&f.entrypoint, "entrypoint", "", "command (run by sh -c) whose exit ends the sandbox")
 	}
@@ -74,11 +76,15 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 	if err != nil {
 		return apiv1.CreateSandboxRequest{}, err
 	}
+	cas, err := readCACerts(f.caCerts)
+	if err != nil {
+		return apiv1.CreateSandboxRequest{}, err
+	}
 	req := apiv1.CreateSandboxRequest{
 		Runtime: f.runtime, Image: f.image, Name: f.name, Workdir: f.workdir, User: f.user, CPU: f.cpu, CPULimit: f.cpuLimit,
 		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, DiskMB: int64(f.disk * 1024), Timeout: f.timeout.Seconds(),
 		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags, NetworkPolicy: f.net.policy(),
-		FromSnapshot: f.fromSnapshot, AutoPause: f.autoPause,
+		FromSnapshot: f.fromSnapshot, AutoPause: f.autoPause, CACerts: cas,
 	}
 	if f.timeout < 0 {
 		req.Timeout = -1 // let the daemon name the problem

@@ -15,13 +15,15 @@ import (
 func newServeCmd() *cobra.Command {
 	cfg := daemon.Config{}
 	var level, logFile string
+	var caCerts []string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Corral daemon",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var lv slog.Level
-			if err := lv.UnmarshalText([]byte(level)); err != nil {
+			err := lv.UnmarshalText([]byte(level))
+			if err != nil {
 				return err
 			}
 			out := os.Stderr
@@ -35,12 +37,16 @@ func newServeCmd() *cobra.Command {
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lv}))
 			cfg.Version = version
+			if cfg.CACerts, err = readCACerts(caCerts); err != nil {
+				return err
+			}
 			ctx, cancel := cmdContext()
 			defer cancel()
 			return daemon.Run(ctx, cfg)
 		},
 	}
 	f := cmd.Flags()
+	f.StringArrayVar(&caCerts, "ca-cert", nil, "a PEM file of CA certificates every sandbox and image build trusts beyond its image's (repeatable)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/corral", "state directory (records, token, sandboxes, caches)")
 	f.StringVar(&cfg.RunscPath, "runsc", "", "runsc binary (default <state-dir>/bin/runsc)")

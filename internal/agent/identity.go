@@ -50,6 +50,9 @@ func (s *Server) identity(w http.ResponseWriter, r *http.Request) error {
 		if err := setHostname(req.Hostname); err != nil {
 			return err
 		}
+		if err := writeHostFiles(s.root, req.Hostname); err != nil {
+			return fmt.Errorf("writing /etc/hostname and /etc/hosts: %w", err)
+		}
 	}
 	if req.MachineID != "" {
 		if err := s.writeRootFile(machineIDPath, req.MachineID+"\n", 0o444); err != nil {

@@ -50,6 +50,11 @@ func Main(ctx context.Context, args []string) int {
 		log.Warn("cannot become a child subreaper; orphans will not be reaped", "op", "init", "err", err)
 	}
 	setDefaultEnv()
+	if name, err := os.Hostname(); err == nil {
+		if err := writeHostFiles(*root, name); err != nil {
+			log.Warn("cannot write /etc/hostname and /etc/hosts", "op", "init", "err", err)
+		}
+	}
 	if len(nameservers) > 0 {
 		if err := writeResolvConf(*root, nameservers); err != nil {
 			log.Warn("cannot write /etc/resolv.conf", "op", "init", "err", err)

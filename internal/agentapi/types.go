@@ -245,10 +245,14 @@ type ChmodRequest struct {
 const (
 	ResolvConf     = "/etc/resolv.conf"
 	ResolvConfTemp = "/etc/.resolv.conf.corral"
+	Hostname       = "/etc/hostname"
+	HostnameTemp   = "/etc/.hostname.corral"
+	Hosts          = "/etc/hosts"
+	HostsTemp      = "/etc/.hosts.corral"
 )
 
 // RuntimeWrittenFiles lists those files.
-var RuntimeWrittenFiles = []string{ResolvConf, ResolvConfTemp}
+var RuntimeWrittenFiles = []string{ResolvConf, ResolvConfTemp, Hostname, HostnameTemp, Hosts, HostsTemp}
 
 // IdentityRequest is POST /v1/identity: the host gives a sandbox restored
 // from a memory snapshot (a fork, a create from a snapshot) an identity of

@@ -75,7 +75,7 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 		Network: net, Expose: expose, Runtime: req.Runtime, Image: req.Image, CPU: req.CPU, CPULimit: req.CPULimit,
 		MemoryMB: req.MemoryMB, MemoryLimitMB: req.MemoryLimitMB, DiskMB: req.DiskMB, Timeout: timeout, IdleTimeout: idle,
 		Env: req.Env, Workdir: req.Workdir, User: req.User, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
-		FromSnapshot: req.FromSnapshot, AutoPause: req.AutoPause,
+		FromSnapshot: req.FromSnapshot, AutoPause: req.AutoPause, CACerts: req.CACerts,
 	}, nil
 }
 
@@ -89,6 +89,11 @@ func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		RuntimeInfo: sb.RuntimeInfo, FromSnapshot: sb.Spec.FromSnapshot, AutoPause: sb.Spec.AutoPause,
 	}
 	out.Error = s.red.String(sb.Error)
+	if !sb.State.Terminal() {
+		if addr, gw, ok := s.m.Address(sb.ID); ok {
+			out.Address, out.Gateway = addr.String(), gw.String()
+		}
+	}
 	for _, p := range sb.Spec.Expose {
 		out.Ports = append(out.Ports, apiv1.ExposedPort{Port: p.Port, Public: p.Public,
 			URL: fmt.Sprintf("/v1/sandboxes/%s/ports/%d/", sb.ID, p.Port)})

@@ -75,6 +75,9 @@ type Config struct {
 	// Retention is how long the records, events and entrypoint logs of
 	// ended sandboxes are kept; zero keeps them forever.
 	Retention time.Duration
+	// CACerts are PEM CA certificates every sandbox trusts beyond its
+	// image's (validated by the caller).
+	CACerts []string
 }
 
 // metricsInterval maps the daemon's flag (0: off) to the manager's
@@ -157,6 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
+		CACerts: cfg.CACerts,
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
 		return err

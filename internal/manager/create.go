@@ -37,6 +37,7 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
+	m.caEnv(&spec)
 	release, err := m.reserveName(spec.Name)
 	if err != nil {
 		return nil, err
@@ -176,6 +177,12 @@ func (m *Manager) start(ctx context.Context, h *handle.Handle, o launchOpts, tr 
 	}
 	h.SetAgent(client)
 	tr.step("agent")
+	if cas := m.sandboxCAs(rec.Spec); len(cas) > 0 {
+		if err := installCAs(ctx, client, cas); err != nil {
+			return err
+		}
+		tr.step("ca_certs")
+	}
 	if o.from != nil {
 		if err := m.giveIdentity(ctx, h, client, netID, params.Nameservers); err != nil {
 			return err

@@ -48,6 +48,9 @@ type Config struct {
 	BaseRootFS string
 	// AgentBinary is the static corral binary run as PID 1 in sandboxes.
 	AgentBinary string
+	// CACerts are PEM CA certificates every sandbox (image builds' too)
+	// trusts beyond its image's, before its own (Spec.CACerts).
+	CACerts []string
 	// Runtimes by API name. A name in sandbox.Runtimes that is missing here
 	// is answered with ErrNotSupported.
 	Runtimes map[string]runtime.Runtime
@@ -153,6 +156,9 @@ type Manager struct {
 // New builds a Manager and reconciles the records with what the runtimes
 // run.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
+	if err := sandbox.ValidateCACerts("--ca-cert", cfg.CACerts); err != nil {
+		return nil, err
+	}
 	if cfg.MaxSandboxes <= 0 {
 		cfg.MaxSandboxes = DefaultMaxSandboxes
 	}

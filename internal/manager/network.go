@@ -145,3 +145,17 @@ func (m *Manager) writeDecisions() {
 		}
 	}
 }
+
+// Address returns the network address of the live sandbox id and its
+// gateway (the daemon's side: default route and resolver); ok is false
+// when it has none (no network, or ended).
+func (m *Manager) Address(id string) (addr, gateway netip.Addr, ok bool) {
+	if !m.networkEnabled() {
+		return netip.Addr{}, netip.Addr{}, false
+	}
+	s, ok := m.cfg.Network.Layer.Slot(id)
+	if !ok {
+		return netip.Addr{}, netip.Addr{}, false
+	}
+	return s.Addr, s.Gateway, true
+}

@@ -287,6 +287,10 @@ func (m *Manager) claim(ctx context.Context, h *handle.Handle, spec sandbox.Spec
 		return nil, false, err
 	}
 	h.Touch()
+	// The pooled start gave it the daemon's CAs; the caller's own follow.
+	if err := installCAs(ctx, client, spec.CACerts); err != nil {
+		return nil, false, err
+	}
 	if len(spec.Entrypoint) > 0 {
 		if err := m.startEntrypoint(ctx, h, client); err != nil {
 			return nil, false, err

@@ -60,6 +60,9 @@ type Spec struct {
 	// starts from as a copy; its image, runtime and resources are the
 	// snapshot's.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// CACerts are PEM CA certificates the sandbox trusts beyond its
+	// image's (added to its trust store at start; ValidateCACerts).
+	CACerts []string `json:"ca_certs,omitempty"`
 }
 
 // ExposedPort is a port inside the sandbox reachable through the daemon.
@@ -205,6 +208,9 @@ func (s *Spec) validateStrings() error {
 		return err
 	}
 	if err := ValidateTags(s.Tags); err != nil {
+		return err
+	}
+	if err := ValidateCACerts("ca_certs", s.CACerts); err != nil {
 		return err
 	}
 	if s.Workdir != "" && (!strings.HasPrefix(s.Workdir, "/") || len(s.Workdir) > 4096 || strings.ContainsRune(s.Workdir, 0)) {

@@ -33,6 +33,10 @@ type CreateSandboxRequest struct {
 	// snapshot's; env, workdir, user, timeouts, network policy and ports
 	// too unless set here.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// CACerts are PEM CA certificates (each one or more CERTIFICATE
+	// blocks, at most 32 KiB; at most 16) the sandbox trusts beyond its
+	// image's: added to its trust store at start.
+	CACerts []string `json:"ca_certs,omitempty"`
 	NetworkPolicy
 }
 
@@ -73,16 +77,20 @@ type Sandbox struct {
 	Tags          map[string]string `json:"tags,omitempty"`
 	Entrypoint    []string          `json:"entrypoint,omitempty"`
 	Network       NetworkPolicy     `json:"network"`
-	Ports         []ExposedPort     `json:"ports,omitempty"`
-	PortToken     string            `json:"port_token,omitempty"`
-	CreatedAt     time.Time         `json:"created_at"`
-	StartedAt     *time.Time        `json:"started_at,omitempty"`
-	EndedAt       *time.Time        `json:"ended_at,omitempty"`
-	ExpiresAt     *time.Time        `json:"expires_at,omitempty"`
-	ExitCode      *int              `json:"exit_code,omitempty"`
-	EndReason     string            `json:"end_reason,omitempty"`
-	Error         string            `json:"error,omitempty"`
-	AgentVersion  string            `json:"agent_version,omitempty"`
+	// Address is the sandbox's IPv4 address and Gateway the daemon's side
+	// of its link (default route and resolver), while it has a network.
+	Address      string        `json:"address,omitempty"`
+	Gateway      string        `json:"gateway,omitempty"`
+	Ports        []ExposedPort `json:"ports,omitempty"`
+	PortToken    string        `json:"port_token,omitempty"`
+	CreatedAt    time.Time     `json:"created_at"`
+	StartedAt    *time.Time    `json:"started_at,omitempty"`
+	EndedAt      *time.Time    `json:"ended_at,omitempty"`
+	ExpiresAt    *time.Time    `json:"expires_at,omitempty"`
+	ExitCode     *int          `json:"exit_code,omitempty"`
+	EndReason    string        `json:"end_reason,omitempty"`
+	Error        string        `json:"error,omitempty"`
+	AgentVersion string        `json:"agent_version,omitempty"`
 	// RuntimeInfo describes the sandbox's machine (vm: accel "kvm" or
 	// "tcg", machine, kernel, vcpus, ram_mb, boot_ms).
 	RuntimeInfo map[string]string `json:"runtime_info,omitempty"`
