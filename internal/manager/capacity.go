@@ -88,6 +88,11 @@ func (m *Manager) admissible(spec sandbox.Spec) error {
 	}
 	c := m.cfg.Capacity
 	if c.MemoryMB > 0 && spec.MemoryLimitMB > c.MemoryMB {
+		// A limit that is the request (the default) is the request's
+		// problem: name the field the caller set.
+		if spec.MemoryLimitMB == spec.MemoryMB {
+			return errdefs.Invalid("memory_mb", "%d MiB (and so the memory_limit_mb) is more than this host has for sandboxes (%d MiB)", spec.MemoryMB, c.MemoryMB)
+		}
 		return errdefs.Invalid("memory_limit_mb", "%d MiB is more than this host has for sandboxes (%d MiB)", spec.MemoryLimitMB, c.MemoryMB)
 	}
 	if c.CPUMilli > 0 && cpuMilli(spec) > c.CPUMilli {
