@@ -276,3 +276,12 @@ func selfUser() string {
 	}
 	return fmt.Sprint(os.Geteuid())
 }
+
+// A daemon default CA that is not a PEM certificate stops the daemon at
+// start, naming the flag, before anything is touched.
+func TestNewRefusesBadDefaultCA(t *testing.T) {
+	_, err := New(context.Background(), Config{CACerts: []string{"not a certificate"}})
+	if err == nil || !strings.Contains(err.Error(), "--ca-cert[0]") {
+		t.Fatalf("New with a junk CA: %v", err)
+	}
+}

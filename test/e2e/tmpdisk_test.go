@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,6 +42,12 @@ func TestTmpOnDisk(t *testing.T) {
 			// /tmp is on the root's writable layer (its mount point is /).
 			if s, ok := sizes["/"]; !ok || s > 600 || s < 300 {
 				t.Errorf("/tmp is not on a ~512 MiB root (df: %v)", sizes)
+			}
+			// What keeps runsc's tmpfs off /tmp (a mount point in the
+			// writable layer) is the sandbox's, never part of its export.
+			d.mustCLI("snapshot", "fs", id, "-t", "test/tmp-"+rt+":1")
+			if m, _ := filepath.Glob(filepath.Join(d.state, "images/layers/sha256/*/fs/tmp/.X11-unix")); len(m) > 0 {
+				t.Errorf("an exported layer holds /tmp/.X11-unix: %v", m)
 			}
 		})
 	}

@@ -27,6 +27,11 @@ const exportTimeout = 10 * time.Minute
 // image store's own bound on a layer.
 const unsizedExportBytes = 16 << 30
 
+// exportExcludes are the files the agent writes at start and the mount
+// point of tmpKeeper (made in the writable layer by runsc): the sandbox's,
+// not its image's.
+var exportExcludes = append(append([]string(nil), agentapi.RuntimeWrittenFiles...), tmpKeeper.Destination)
+
 // ExportChanges writes the sandbox's writable layer, everything it changed
 // relative to its image, as an OCI layer tar. runsc serialises the
 // sandbox's overlay upper layer (overlayfs format) into a pipe, never a
@@ -66,7 +71,7 @@ func (r *Runtime) export(ctx context.Context, ref runtime.Ref, w io.Writer) (ove
 		return overlaytar.Stats{}, fmt.Errorf("runsc tar: %w", err)
 	}
 	pw.Close()
-	st, convErr := overlaytar.Convert(pr, w, overlaytar.Options{Exclude: agentapi.RuntimeWrittenFiles, MaxBytes: diskBytes(ref.Dir)})
+	st, convErr := overlaytar.Convert(pr, w, overlaytar.Options{Exclude: exportExcludes, MaxBytes: diskBytes(ref.Dir)})
 	// A refused or failed conversion stops reading: runsc's writes fail
 	// and it exits.
 	pr.Close()
