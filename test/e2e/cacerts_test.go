@@ -147,3 +147,39 @@ func TestCACerts(t *testing.T) {
 		})
 	}
 }
+
+// A sandbox from the warm pool has the daemon's CAs from its pooled start
+// and gets the caller's at the claim.
+func TestCACertsWarmPool(t *testing.T) {
+	daemonCA, ownCA := newTestCA(t, "corral daemon test CA"), newTestCA(t, "corral sandbox test CA")
+	dir := t.TempDir()
+	daemonFile, ownFile := filepath.Join(dir, "daemon.pem"), filepath.Join(dir, "own.pem")
+	for f, b := range map[string][]byte{daemonFile: daemonCA.certPEM, ownFile: ownCA.certPEM} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startDaemon(t, "--ca-cert", daemonFile, "--warm-pool", "1")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, body := d.api("GET", "/v1/version", d.token, "")
+		if strings.Contains(body, `"ready":1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the warm pool never got ready: %s", body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	id := d.create("--ca-cert", ownFile)
+	if _, body := d.api("GET", "/v1/version", d.token, ""); !strings.Contains(body, `"hits":1`) {
+		t.Fatalf("the create did not take the pooled sandbox: %s", body)
+	}
+	startTLSServer(t, d, id, daemonCA, "8443")
+	startTLSServer(t, d, id, ownCA, "8444")
+	for _, port := range []string{"8443", "8444"} {
+		if out, errs, code := d.cli("", "exec", id, "--", "curl", "-sS", "https://localhost:"+port+"/"); code != 0 || out != "served\n" {
+			t.Errorf("curl on %s from a claimed sandbox: exit %d, %q %q", port, code, out, errs)
+		}
+	}
+}
