@@ -64,6 +64,9 @@ awk '$2 == "00000000" { print $3 }' /proc/net/route; cat /srv/state; cat /tmp/co
 		if f[0] != c {
 			t.Errorf("copy %s has hostname %q", c, f[0])
 		}
+		if out := d.mustCLI("exec", c, "--", "sh", "-c", `cat /etc/hostname; getent hosts "$(hostname)" | awk '{print $2}'`); out != c+"\n"+c+"\n" {
+			t.Errorf("copy %s: /etc/hostname and /etc/hosts say %q", c, out)
+		}
 		want := "parent"
 		if i == 0 {
 			want = "changed-in-copy"
