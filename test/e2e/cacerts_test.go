@@ -149,7 +149,8 @@ func TestCACerts(t *testing.T) {
 }
 
 // A sandbox from the warm pool has the daemon's CAs from its pooled start
-// and gets the caller's at the claim.
+// and gets the caller's at the claim; an image build's sandboxes have the
+// daemon's too.
 func TestCACertsWarmPool(t *testing.T) {
 	daemonCA, ownCA := newTestCA(t, "corral daemon test CA"), newTestCA(t, "corral sandbox test CA")
 	dir := t.TempDir()
@@ -181,5 +182,12 @@ func TestCACertsWarmPool(t *testing.T) {
 		if out, errs, code := d.cli("", "exec", id, "--", "curl", "-sS", "https://localhost:"+port+"/"); code != 0 || out != "served\n" {
 			t.Errorf("curl on %s from a claimed sandbox: exit %d, %q %q", port, code, out, errs)
 		}
+	}
+
+	// An image build's sandboxes trust the daemon's CAs too.
+	d.mustBuild(t.TempDir(), "base: debian:bookworm\nsteps:\n  - run: cp /etc/ssl/certs/ca-certificates.crt /bundle-at-build.pem\n", "-t", "test/ca-build:1")
+	bundle := d.mustCLI("run", "--image", "test/ca-build:1", "--", "cat", "/bundle-at-build.pem")
+	if !strings.Contains(bundle, strings.TrimSpace(string(daemonCA.certPEM))) {
+		t.Errorf("the build sandbox's bundle lacks the daemon's CA")
 	}
 }
