@@ -13,10 +13,19 @@ import (
 // resume, with a daemon restart in between the second time; paused time
 // does not count against the timeout.
 func TestPauseResume(t *testing.T) {
-	d := startDaemon(t)
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	w := newWorld(t)
+	d := startDaemon(t, "--dns-upstream", w.dnsAddr)
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) { testPauseResume(t, d, rt) })
 	}
+}
+
+// egress is what a sandbox gets from the test's internet ("" if nothing).
+func egress(d *daemon, id string) string {
+	return d.curl(id, "http://"+inetAddr+"/")
 }
 
 func testPauseResume(t *testing.T, d *daemon, rt string) {
@@ -39,6 +48,9 @@ sleep 2`
 		return n
 	}
 	before := sums()
+	if out := egress(d, id); !strings.HasPrefix(out, "inet ") {
+		t.Fatalf("no egress before the pause: %q", out)
+	}
 	for round, restart := range []bool{false, true} {
 		c1 := count()
 		if out := d.mustCLI("pause", id); strings.TrimSpace(out) != "paused" {
@@ -74,6 +86,10 @@ sleep 2`
 		}
 		if out := d.mustCLI("exec", id, "--", "curl", "-sS", "--max-time", "10", "http://127.0.0.1:8080/7"); !strings.HasPrefix(out, "file 7 ") {
 			t.Errorf("round %d: the listener after the resume: %q", round, out)
+		}
+		if out := egress(d, id); !strings.HasPrefix(out, "inet ") {
+			t.Errorf("round %d: no egress after the resume: %q; routes: %s", round, out,
+				d.mustCLI("exec", id, "--", "cat", "/proc/net/route"))
 		}
 	}
 	events := d.mustCLI("events", id)
