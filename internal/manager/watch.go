@@ -100,8 +100,43 @@ func (m *Manager) agentLost(h *handle.Handle, client *agentapi.Client) {
 		}
 		st = runtime.StateStopped
 	}
-	h.Event("crashed", "sandbox agent is gone", map[string]string{"runtime_state": string(st), "seen": seen})
-	m.terminateAsync(h.ID(), sandbox.EndCrashed, nil)
+	m.crashed(h, st, seen)
+}
+
+// crashed ends a sandbox whose agent went away with its runtime no longer
+// running it: for the cause the runtime names (out of memory, a guest
+// panic or power-off), or as crashed when it names none.
+func (m *Manager) crashed(h *handle.Handle, st runtime.State, seen string) {
+	fields := map[string]string{"runtime_state": string(st), "seen": seen}
+	reason, detail := m.endCause(h)
+	if reason == sandbox.EndCrashed {
+		h.Event("crashed", "sandbox agent is gone", fields)
+	} else {
+		h.SetEndDetail(detail)
+		h.Event(reason, detail, fields)
+	}
+	m.terminateAsync(h.ID(), reason, nil)
+}
+
+// endCause asks the sandbox's runtime why it ended (runtime.EndCauser):
+// the end reason and its detail; EndCrashed when the runtime cannot tell.
+func (m *Manager) endCause(h *handle.Handle) (string, string) {
+	ec, ok := h.Runtime().(runtime.EndCauser)
+	if !ok {
+		return sandbox.EndCrashed, ""
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+	defer cancel()
+	cause, detail := ec.EndCause(ctx, h.Ref())
+	switch cause {
+	case runtime.CauseOOM:
+		return sandbox.EndOOM, detail
+	case runtime.CausePanic:
+		return sandbox.EndPanic, detail
+	case runtime.CausePowerOff:
+		return sandbox.EndPowerOff, detail
+	}
+	return sandbox.EndCrashed, ""
 }
 
 // idlePause pauses a sandbox with auto_pause that was idle for it; the

@@ -112,6 +112,9 @@ type SandboxList struct {
 type WaitResult struct {
 	ExitCode  int    `json:"exit_code"`
 	EndReason string `json:"end_reason"`
+	// Error says why it ended, in words, when known (an oom's memory
+	// limit, a guest's panic message) or why its create failed.
+	Error string `json:"error,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/processes.

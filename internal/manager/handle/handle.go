@@ -51,6 +51,9 @@ type Handle struct {
 	// lifetime is signalled when the record's lifetime changed, so the
 	// watcher re-arms its timer.
 	lifetime chan struct{}
+	// endDetail, when set, is the record's Error once it terminates: why
+	// it ended, in words (an end cause's detail).
+	endDetail string
 }
 
 // New returns the handle of the sandbox rec on rt.
@@ -59,6 +62,14 @@ func New(rec *sandbox.Sandbox, rt runtime.Runtime, host *Host) *Handle {
 		rt: rt, ref: runtime.Ref{ID: rec.ID, Dir: rec.Dir}, host: host, rec: *rec,
 		lastActive: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), lifetime: make(chan struct{}, 1),
 	}
+}
+
+// SetEndDetail makes detail the record's Error when the sandbox
+// terminates (unless it already has one): why it ended, in words.
+func (h *Handle) SetEndDetail(detail string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.endDetail = detail
 }
 
 // ID is the sandbox's id.
