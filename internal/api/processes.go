@@ -31,7 +31,7 @@ func (s *Server) execProcess(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	p := manager.ExecParams{Args: req.Cmd, Env: req.Env, Cwd: req.Cwd, User: req.User, Stdin: req.Stdin, Timeout: timeout, Tag: req.Tag}
+	p := manager.ExecParams{Args: req.Cmd, Env: req.Env, Cwd: req.Cwd, User: req.User, Stdin: req.Stdin, Timeout: timeout, Tag: req.Tag, KillTree: req.KillTree}
 	if req.PTY != nil {
 		p.PTY = &agentapi.PTYSize{Cols: req.PTY.Cols, Rows: req.PTY.Rows}
 	}
@@ -78,7 +78,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, ctx context.Context, id str
 			}
 			return false
 		}
-		out := apiv1.ExecEvent{Type: ev.Type, PID: ev.PID, Data: ev.Data, ExitCode: ev.ExitCode, Signal: ev.Signal, TimedOut: ev.TimedOut, Error: ev.Error}
+		out := apiv1.ExecEvent{Type: ev.Type, PID: ev.PID, Data: ev.Data, ExitCode: ev.ExitCode, Signal: ev.Signal, TimedOut: ev.TimedOut,
+			OOMKilled: ev.OOMKilled, Error: ev.Error}
 		if err := enc.Encode(out); err != nil {
 			return false
 		}

@@ -52,6 +52,7 @@ func (m *Manager) watchLoop(h *handle.Handle, client *agentapi.Client) {
 			return
 		case <-tick.C:
 			m.rotateLogs(h)
+			m.checkOOM(h)
 			if err := client.CheckChannel(); err != nil && m.channelOwned(h) {
 				m.channelLost(h, err.Error(), nil)
 				return

@@ -250,3 +250,15 @@ const (
 	CausePanic    = "panic"    // the guest kernel panicked
 	CausePowerOff = "poweroff" // the guest powered itself off or rebooted
 )
+
+// OOMCounter is a runtime that counts, from the host, the processes a
+// kernel's OOM killer killed in a sandbox that still runs (gVisor: the
+// host kills the host-side stub of the guest process that allocated past
+// the limit, and gVisor then kills that process), so a process killed
+// for memory is named as such. kills only grows while the sandbox lives;
+// detail is OOMDetail's sentence for the sandbox. (A vm's guest kernel
+// kills its own processes; its agent says so on the process's end event,
+// agentapi.Event.OOMKilled.)
+type OOMCounter interface {
+	OOMKills(ctx context.Context, ref Ref) (kills uint64, detail string, err error)
+}

@@ -21,3 +21,15 @@ func (r *Runtime) EndCause(ctx context.Context, ref runtime.Ref) (string, string
 	}
 	return runtime.CauseOOM, runtime.OOMDetail(o.LimitBytes)
 }
+
+// OOMKills counts the OOM kills in the sandbox's cgroup
+// (runtime.OOMCounter): the host kills the stub of a guest process that
+// allocated past the limit (gVisor then kills that process with SIGKILL),
+// or the sentry itself, which ends the sandbox.
+func (r *Runtime) OOMKills(ctx context.Context, ref runtime.Ref) (uint64, string, error) {
+	if err := ref.Check(); err != nil {
+		return 0, "", err
+	}
+	o, err := cgroups.ReadOOM(r.cgroup(ref.ID))
+	return o.Kills, runtime.OOMDetail(o.LimitBytes), err
+}
