@@ -24,7 +24,9 @@ func TestEndCauses(t *testing.T) {
 	for _, tt := range []struct {
 		name, runtime, script, reason, detail string
 	}{
-		{"gvisor oom", "gvisor", grow, "oom", "out of memory (the sandbox's memory limit is 128 MiB)"},
+		// One allocation past the limit is populated by gVisor's sentry,
+		// which the host's OOM killer then kills: the whole sandbox ends.
+		{"gvisor oom", "gvisor", "python3 -c 'a = bytearray(400 << 20)'", "oom", "out of memory (the sandbox's memory limit is 128 MiB)"},
 		{"vm oom panic", "vm", "sysctl -qw vm.panic_on_oom=1 && " + grow, "oom", "out of memory (the vm's memory is"},
 		{"vm panic", "vm", "echo c > /proc/sysrq-trigger", "panic", "the guest kernel panicked: sysrq triggered crash"},
 		{"vm poweroff", "vm", powerOff, "poweroff", "the guest powered itself off"},
@@ -58,6 +60,42 @@ func TestEndCauses(t *testing.T) {
 				t.Errorf("no %s event naming %q in %+v", tt.reason, tt.detail, evs)
 			}
 			t.Logf("%s: ended as %s after %s", tt.name, tt.reason, took.Round(time.Millisecond))
+		})
+	}
+}
+
+// A process killed for memory in a sandbox that lives on is named: exit
+// 137, "killed: out of memory" from the CLI, and an oom event; the
+// sandbox runs on. gVisor: the host kills the process's stub in the
+// sandbox's cgroup; vm: the guest kernel's OOM killer (the agent sees its
+// count grow).
+func TestOOMKilledProcess(t *testing.T) {
+	d := startDaemon(t)
+	for _, rt := range []string{"gvisor", "vm"} {
+		t.Run(rt, func(t *testing.T) {
+			id := d.create("--runtime", rt, "--memory", "128")
+			for _, cmd := range [][]string{{"sh", "-c", grow}, {"python3", "-c", "a = []\nwhile True: a.append(bytearray(16 << 20))"}} {
+				_, errs, code := d.cli("", "exec", id, "--", cmd[0], cmd[1], cmd[2])
+				if code != 137 || !strings.Contains(errs, "corral: killed: out of memory (the sandbox's memory limit is 128 MiB)") {
+					t.Errorf("%s: exit %d, stderr %q; want 137 and killed: out of memory", cmd[0], code, errs)
+				}
+			}
+			if out := d.mustCLI("exec", id, "--", "echo", "alive"); out != "alive\n" {
+				t.Errorf("after the OOM kill: %q", out)
+			}
+			evs, err := d.client.Events(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, e := range evs {
+				if e.Kind == "oom" {
+					n++
+				}
+			}
+			if n == 0 {
+				t.Errorf("no oom event in %+v", evs)
+			}
 		})
 	}
 }
