@@ -59,3 +59,33 @@ func TestAgentChannelLost(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentReconnected: an agent connection that drops while the sandbox
+// and its agent run on (a vm's port reset) is redialed, and the event log
+// says so; the sandbox works on.
+func TestAgentReconnected(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(sandbox.Spec{})
+	e.rt.Drop(sb.ID)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs, err := e.m.Events(context.Background(), sb.ID, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, ev := range evs {
+			found = found || ev.Kind == "agent_reconnected" && ev.Fields["seen"] != ""
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no agent_reconnected event in %v", evs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, code := e.run(sb.ID, "echo", "ok"); out != "ok\n" || code != 0 {
+		t.Fatalf("exec after the reconnect: %q %d", out, code)
+	}
+}

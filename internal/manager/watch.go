@@ -92,6 +92,8 @@ func (m *Manager) agentLost(h *handle.Handle, client *agentapi.Client) {
 		if cerr == nil {
 			h.SetAgent(next)
 			m.log.Warn("agent connection lost; reconnected", "sandbox", h.ID(), "seen", seen)
+			h.Event("agent_reconnected", "the agent's connection dropped while the sandbox ran; reconnected",
+				map[string]string{"seen": seen})
 			m.watch(h)
 			return
 		}
