@@ -69,11 +69,11 @@ func lateMounts() error {
 	return nil
 }
 
-// execAgent replaces this process with the agent, keeping PID 1.
 // NoFile is the agent's RLIMIT_NOFILE, soft and hard: 1,048,576, what
 // gVisor's PID 1 gets (and the kernel's default fs.nr_open).
 const NoFile = 1 << 20
 
+// execAgent replaces this process with the agent, keeping PID 1.
 func execAgent(cfg *Config) error {
 	args := []string{"/.corral/corral", "agent", "--listen", "vport:" + AgentPort,
 		"--upper", filepath.Join(ScratchInRoot, UpperDir)}
