@@ -15,7 +15,7 @@ import (
 // such: its exec's end says oom_killed with the sandbox's memory limit,
 // and the sandbox's event log gets an "oom" event. Two sources say so:
 // the runtime from the host (runtime.OOMCounter: gVisor's cgroup, whose
-// OOM kills take single guest processes), polled each watcher tick and
+// OOM kills take single guest processes), polled every 5 s and
 // at a killed process's end; and a vm's agent (protocol 3), whose guest
 // kernel kills its own processes, on the process's end event.
 

@@ -13,6 +13,12 @@ import (
 // idleCheck is how often idle timeouts are evaluated.
 const idleCheck = time.Second
 
+// oomPollTicks is how many idleCheck ticks lie between two reads of a
+// sandbox's OOM kill count (a cgroup lookup each): an exec that ends
+// killed reads it at once (oom.go), so only a background process's kill
+// waits for the poll.
+const oomPollTicks = 5
+
 // watch starts the background watcher of a running sandbox: lifetime
 // timeout, idle timeout, and loss of its agent connection (the one
 // installed now).
@@ -36,6 +42,7 @@ func (m *Manager) watchLoop(h *handle.Handle, client *agentapi.Client) {
 	defer expiry.Stop()
 	tick := time.NewTicker(idleCheck)
 	defer tick.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-h.Stopped():
@@ -52,7 +59,9 @@ func (m *Manager) watchLoop(h *handle.Handle, client *agentapi.Client) {
 			return
 		case <-tick.C:
 			m.rotateLogs(h)
-			m.checkOOM(h)
+			if ticks++; ticks%oomPollTicks == 0 {
+				m.checkOOM(h)
+			}
 			if err := client.CheckChannel(); err != nil && m.channelOwned(h) {
 				m.channelLost(h, err.Error(), nil)
 				return
