@@ -133,7 +133,7 @@ type ExecRequest struct {
 	// KillTree makes the timeout, a signal and a disconnect's kill reach
 	// every descendant of the process, those that left its process group
 	// (setsid) included, not only its process group. A sandbox whose
-	// agent is older than protocol 3 refuses it (412).
+	// agent is older than protocol 3 refuses it (409 failed_precondition).
 	KillTree bool `json:"kill_tree,omitempty"`
 }
 
