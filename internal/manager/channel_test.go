@@ -2,11 +2,13 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"corral/internal/agentapi"
+	"corral/internal/errdefs"
 	"corral/internal/sandbox"
 )
 
@@ -87,5 +89,22 @@ func TestAgentReconnected(t *testing.T) {
 	}
 	if out, code := e.run(sb.ID, "echo", "ok"); out != "ok\n" || code != 0 {
 		t.Fatalf("exec after the reconnect: %q %d", out, code)
+	}
+}
+
+// TestKillTreeNeedsAgent3: an exec with KillTree in a sandbox whose agent
+// speaks protocol 2 (an older image or snapshot) is refused as a failed
+// precondition, not run with its descendants left to survive; without
+// KillTree it runs.
+func TestKillTreeNeedsAgent3(t *testing.T) {
+	e := newEnv(t)
+	e.rt.AgentProtocols(1, 2)
+	sb := e.create(sandbox.Spec{})
+	_, err := e.m.Processes().Exec(context.Background(), sb.ID, ExecParams{Args: []string{"true"}, KillTree: true})
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "kill_tree needs an agent of protocol 3") {
+		t.Errorf("kill_tree on a protocol 2 agent: %v; want failed precondition", err)
+	}
+	if out, code := e.run(sb.ID, "echo", "ok"); out != "ok\n" || code != 0 {
+		t.Errorf("exec without kill_tree: %q %d", out, code)
 	}
 }
