@@ -200,7 +200,11 @@ func (s *Server) waitSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiv1.WaitResult{ExitCode: code, EndReason: reason})
+	res := apiv1.WaitResult{ExitCode: code, EndReason: reason}
+	if rec, err := s.m.Get(ctx, r.PathValue("id")); err == nil && rec.State.Terminal() {
+		res.Error = s.red.String(rec.Error)
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {

@@ -120,6 +120,9 @@ type SandboxList struct {
 type WaitResult struct {
 	ExitCode  int    `json:"exit_code"`
 	EndReason string `json:"end_reason"`
+	// Error says why it ended, in words, when known (an oom's memory
+	// limit, a guest's panic message) or why its create failed.
+	Error string `json:"error,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/processes.
@@ -135,6 +138,11 @@ type ExecRequest struct {
 	// Background keeps the process running when the caller disconnects
 	// from the output stream; otherwise a disconnect kills it.
 	Background bool `json:"background,omitempty"`
+	// KillTree makes the timeout, a signal and a disconnect's kill reach
+	// every descendant of the process, those that left its process group
+	// (setsid) included, not only its process group. A sandbox whose
+	// agent is older than protocol 3 refuses it (409 failed_precondition).
+	KillTree bool `json:"kill_tree,omitempty"`
 }
 
 // PTYSize is a terminal size.
@@ -151,7 +159,11 @@ type ExecEvent struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// OOMKilled (end events): the process ended killed (SIGKILL or exit
+	// 137) while a kernel's OOM killer killed a process of the sandbox
+	// for memory; Error then says so with the sandbox's memory limit.
+	OOMKilled bool   `json:"oom_killed,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // Event types of ExecEvent.
