@@ -17,6 +17,7 @@ func newExecCmd() *cobra.Command {
 		user    string
 		env     []string
 		timeout time.Duration
+		tree    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec ID -- CMD [ARG...]",
@@ -33,7 +34,7 @@ func newExecCmd() *cobra.Command {
 			}
 			ctx, cancel := cmdContext()
 			defer cancel()
-			req := apiv1.ExecRequest{Cmd: args[1:], Cwd: cwd, User: user, Env: envs, Timeout: timeout.Seconds()}
+			req := apiv1.ExecRequest{Cmd: args[1:], Cwd: cwd, User: user, Env: envs, Timeout: timeout.Seconds(), KillTree: tree}
 			if detach {
 				req.Background = true
 				s, err := c.Exec(ctx, args[0], req)
@@ -58,6 +59,7 @@ func newExecCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&cwd, "workdir", "w", "", "working directory")
 	cmd.Flags().StringVarP(&user, "user", "u", "", "user (name, uid or uid:gid)")
 	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "environment variable K=V (repeatable)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long (exit 124)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "kill the command's process group after this long (exit 124); see --kill-tree")
+	cmd.Flags().BoolVar(&tree, "kill-tree", false, "the timeout, Ctrl-C and signals kill every descendant of the command, setsid'd ones too, not only its process group")
 	return cmd
 }

@@ -35,7 +35,10 @@ func runProcess(ctx context.Context, c *corral.Client, id string, req apiv1.Exec
 		}
 		return 1, err
 	}
-	if res.Error != "" {
+	switch {
+	case res.OOMKilled:
+		fmt.Fprintln(os.Stderr, "corral: killed:", res.Error)
+	case res.Error != "":
 		fmt.Fprintln(os.Stderr, "corral:", res.Error)
 	}
 	return res.ExitCode, nil

@@ -23,7 +23,11 @@ func newWaitCmd() *cobra.Command {
 				return err
 			}
 			fmt.Println(res.ExitCode)
-			fmt.Fprintln(os.Stderr, "end reason:", res.EndReason)
+			if res.Error != "" {
+				fmt.Fprintf(os.Stderr, "end reason: %s: %s\n", res.EndReason, res.Error)
+			} else {
+				fmt.Fprintln(os.Stderr, "end reason:", res.EndReason)
+			}
 			if res.ExitCode != 0 {
 				return exitCode(res.ExitCode)
 			}

@@ -46,6 +46,11 @@ type process struct {
 	status   unix.WaitStatus
 	timedOut atomic.Bool
 	timer    *time.Timer
+	// tree is the KillTree marker (killtree.go); empty: signals reach
+	// the process group only.
+	tree string
+	// oomBefore is oomKills() when the process started.
+	oomBefore uint64
 
 	done chan struct{} // closed once end is set and the output is over
 	end  agentapi.Event
@@ -133,6 +138,9 @@ func (p *process) endEvent() agentapi.Event {
 		ev.ExitCode = 128 + int(p.status.Signal())
 		ev.Signal = unix.SignalName(p.status.Signal())
 	}
+	if ev.ExitCode == 128+int(unix.SIGKILL) && oomKills() > p.oomBefore {
+		ev.OOMKilled = true
+	}
 	if p.timedOut.Load() {
 		ev.ExitCode = agentapi.ExitCodeTimeout
 		ev.TimedOut = true
@@ -140,7 +148,8 @@ func (p *process) endEvent() agentapi.Event {
 	return ev
 }
 
-// startTimeout SIGKILLs the process group once d has passed.
+// startTimeout SIGKILLs the process group (with KillTree: the tree) once
+// d has passed.
 func (p *process) startTimeout(d time.Duration) {
 	p.timer = time.AfterFunc(d, func() {
 		select {
@@ -149,7 +158,7 @@ func (p *process) startTimeout(d time.Duration) {
 		default:
 		}
 		p.timedOut.Store(true)
-		if err := unix.Kill(-p.pid(), unix.SIGKILL); err != nil {
+		if err := p.kill(unix.SIGKILL); err != nil {
 			p.log.Debug("timeout kill failed", "op", "process", "pid", p.pid(), "err", err)
 		}
 	})
@@ -165,12 +174,20 @@ func (p *process) running() bool {
 	}
 }
 
-// signal sends sig to the process group.
+// kill sends sig to the process group, or with KillTree to the tree.
+func (p *process) kill(sig unix.Signal) error {
+	if p.tree != "" {
+		return signalTree(p.pid(), p.tree, sig)
+	}
+	return unix.Kill(-p.pid(), sig)
+}
+
+// signal sends sig to the process group (with KillTree: the tree).
 func (p *process) signal(sig unix.Signal) error {
 	if !p.running() {
 		return fmt.Errorf("%w: process %d has exited", errdefs.ErrNotFound, p.pid())
 	}
-	if err := unix.Kill(-p.pid(), sig); err != nil {
+	if err := p.kill(sig); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("%w: process %d has exited", errdefs.ErrNotFound, p.pid())
 		}

@@ -47,16 +47,21 @@ func (s *Server) spawn(req *agentapi.StartRequest, l *launch) (*process, error) 
 		info: agentapi.ProcessInfo{
 			Tag: req.Tag, Args: req.Args, Cwd: l.cwd, PTY: req.PTY != nil, StartedAt: time.Now().UTC(),
 		},
-		out:      newHub(),
-		log:      s.log,
-		stdin:    sio.stdin,
-		stdinSem: make(chan struct{}, 1),
-		ptmx:     sio.ptmx,
-		exited:   make(chan struct{}),
-		done:     make(chan struct{}),
+		out:       newHub(),
+		log:       s.log,
+		stdin:     sio.stdin,
+		stdinSem:  make(chan struct{}, 1),
+		ptmx:      sio.ptmx,
+		exited:    make(chan struct{}),
+		done:      make(chan struct{}),
+		oomBefore: oomKills(),
 	}
 	if req.Log {
 		p.console = s.console
+	}
+	if req.KillTree {
+		p.tree = newTreeMarker()
+		l.env = append(l.env, treeEnv+"="+p.tree)
 	}
 	pid, err := s.fork(l, sio, req.PTY != nil, p.onExit)
 	if err != nil {

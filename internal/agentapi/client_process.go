@@ -18,6 +18,10 @@ import (
 // start (with the pid). A failure to start is an error here, not an event.
 // ctx bounds the stream, not the process: cancelling it detaches.
 func (c *Client) Start(ctx context.Context, req StartRequest) (*Stream, error) {
+	if req.KillTree && c.version < KillTreeSince {
+		return nil, fmt.Errorf("%w: kill_tree needs an agent of protocol %d; this sandbox's agent (%s) speaks %d (an older image or snapshot)",
+			errdefs.ErrFailedPrecondition, KillTreeSince, c.agentVersion, c.version)
+	}
 	return c.openStream(ctx, PathStart, req)
 }
 

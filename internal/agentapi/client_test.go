@@ -84,9 +84,10 @@ func TestNegotiation(t *testing.T) {
 		kind      error
 	}{
 		{"common version", []int{1}, 1, nil},
-		{"highest common", []int{0, 1, 2, 9}, 2, nil},
+		{"highest common", []int{0, 1, 2, 3, 9}, 3, nil},
+		{"a protocol 2 agent", []int{1, 2}, 2, nil},
 		{"an older agent", []int{1, 9}, 1, nil},
-		{"none in common", []int{3, 4}, 0, errdefs.ErrNotSupported},
+		{"none in common", []int{4, 5}, 0, errdefs.ErrNotSupported},
 		{"empty", nil, 0, errdefs.ErrNotSupported},
 	}
 	for _, tt := range tests {
@@ -341,5 +342,23 @@ func TestTransportSettings(t *testing.T) {
 	agent.Close()
 	if err := <-done; !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("NewClient on a dropped connection: %v; want unavailable", err)
+	}
+}
+
+// A daemon refuses kill_tree to an agent older than protocol 3 (which
+// would ignore the field and kill only the process group), before it
+// sends anything.
+func TestKillTreeNeedsProtocol3(t *testing.T) {
+	started := false
+	routes := map[string]http.HandlerFunc{"/v2" + PathStart: func(w http.ResponseWriter, r *http.Request) { started = true }}
+	conn, _ := fakeAgent(t, agentMux([]int{1, 2}, routes))
+	c, err := NewClient(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Start(context.Background(), StartRequest{Args: []string{"true"}, KillTree: true})
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "kill_tree needs an agent of protocol 3") || started {
+		t.Errorf("Start with KillTree on a protocol 2 agent: %v (sent: %v); want failed precondition naming protocol 3", err, started)
 	}
 }

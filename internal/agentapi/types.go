@@ -15,20 +15,27 @@ package agentapi
 import "time"
 
 // ProtocolVersion is the newest protocol version this package speaks.
-const ProtocolVersion = 2
+const ProtocolVersion = 3
 
 // SupportedVersions lists every protocol version this package speaks, newest
 // last. Both the agent (in GET /version) and the client use it.
 //
 // 1: processes, files, ports, snapshots' session end and identity.
 // 2: all of 1, and file watching (GET /v2/fs/watch).
-var SupportedVersions = []int{1, 2}
+// 3: all of 2, and StartRequest.KillTree (a timeout or signal kills every
+// descendant of the process, setsid'd ones too) and Event.OOMKilled.
+var SupportedVersions = []int{1, 2, 3}
 
 // WatchSince is the first protocol version with file watching.
 const WatchSince = 2
 
+// KillTreeSince is the first protocol version with StartRequest.KillTree
+// and Event.OOMKilled. A client refuses KillTree to an older agent (which
+// would ignore the field): errdefs.ErrFailedPrecondition.
+const KillTreeSince = 3
+
 // AgentVersion is the agent's release string reported in GET /version.
-const AgentVersion = "corral-agent 0.2.0"
+const AgentVersion = "corral-agent 0.3.0"
 
 // Paths. PathVersion is unversioned; the others follow the /v<N> prefix.
 const (
@@ -117,8 +124,14 @@ type StartRequest struct {
 	Stdin bool `json:"stdin,omitempty"`
 	// PTY gives the process a terminal of that size.
 	PTY *PTYSize `json:"pty,omitempty"`
-	// TimeoutMS, when positive, SIGKILLs the process group after that long.
+	// TimeoutMS, when positive, SIGKILLs the process group after that long
+	// (with KillTree: every descendant).
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// KillTree (since KillTreeSince): the timeout and a signal sent
+	// through POST /process/signal reach every descendant the process
+	// started, including those in a session of their own (setsid) or
+	// orphaned to PID 1, not only its process group.
+	KillTree bool `json:"kill_tree,omitempty"`
 	// Tag optionally names the process, unique among running processes.
 	Tag string `json:"tag,omitempty"`
 	// Log copies the output to the sandbox console as well.
@@ -160,7 +173,12 @@ type Event struct {
 	ExitCode int    `json:"exit_code,omitempty"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// OOMKilled (since KillTreeSince, protocol 3): the process ended by
+	// SIGKILL, or with 137, while the sandbox kernel's OOM killer killed
+	// a process (its oom_kill count in /proc/vmstat grew while the
+	// process ran). Kernels without that count (gVisor) never set it.
+	OOMKilled bool   `json:"oom_killed,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // ProcessInfo describes a running process in GET /v1/process/list.

@@ -31,7 +31,7 @@ func (s *Server) execProcess(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	p := manager.ExecParams{Args: req.Cmd, Env: req.Env, Cwd: req.Cwd, User: req.User, Stdin: req.Stdin, Timeout: timeout, Tag: req.Tag}
+	p := manager.ExecParams{Args: req.Cmd, Env: req.Env, Cwd: req.Cwd, User: req.User, Stdin: req.Stdin, Timeout: timeout, Tag: req.Tag, KillTree: req.KillTree}
 	if req.PTY != nil {
 		p.PTY = &agentapi.PTYSize{Cols: req.PTY.Cols, Rows: req.PTY.Rows}
 	}
@@ -44,7 +44,7 @@ func (s *Server) execProcess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer proc.Close()
-	ended := s.streamEvents(w, proc)
+	ended := s.streamEvents(w, r.Context(), id, proc)
 	if !ended && !req.Background && proc.PID() > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 		defer cancel()
@@ -62,8 +62,9 @@ type eventSource interface {
 }
 
 // streamEvents writes events as NDJSON until the end event (true) or until
-// the stream or the client goes away (false).
-func (s *Server) streamEvents(w http.ResponseWriter, src eventSource) bool {
+// the stream or the client goes away (false). A stream lost with sandbox
+// id's agent ends with an end event saying why, as far as known.
+func (s *Server) streamEvents(w http.ResponseWriter, ctx context.Context, id string, src eventSource) bool {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
@@ -73,12 +74,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, src eventSource) bool {
 		ev, err := src.Recv()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				_ = enc.Encode(apiv1.ExecEvent{Type: apiv1.EventEnd, ExitCode: -1,
-					Error: "lost the process: the sandbox's agent went away (was the sandbox terminated or killed, e.g. out of memory?): " + s.red.String(err.Error())})
+				_ = enc.Encode(apiv1.ExecEvent{Type: apiv1.EventEnd, ExitCode: -1, Error: s.lostProcess(ctx, id, err)})
 			}
 			return false
 		}
-		out := apiv1.ExecEvent{Type: ev.Type, PID: ev.PID, Data: ev.Data, ExitCode: ev.ExitCode, Signal: ev.Signal, TimedOut: ev.TimedOut, Error: ev.Error}
+		out := apiv1.ExecEvent{Type: ev.Type, PID: ev.PID, Data: ev.Data, ExitCode: ev.ExitCode, Signal: ev.Signal, TimedOut: ev.TimedOut,
+			OOMKilled: ev.OOMKilled, Error: ev.Error}
 		if err := enc.Encode(out); err != nil {
 			return false
 		}
@@ -124,7 +125,7 @@ func (s *Server) attachProcess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer proc.Close()
-	s.streamEvents(w, proc)
+	s.streamEvents(w, r.Context(), r.PathValue("id"), proc)
 }
 
 // processStdin streams the request body to the process's stdin as it

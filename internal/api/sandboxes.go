@@ -75,7 +75,8 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 		Network: net, Expose: expose, Runtime: req.Runtime, Image: req.Image, CPU: req.CPU, CPULimit: req.CPULimit,
 		MemoryMB: req.MemoryMB, MemoryLimitMB: req.MemoryLimitMB, DiskMB: req.DiskMB, Timeout: timeout, IdleTimeout: idle,
 		Env: req.Env, Workdir: req.Workdir, User: req.User, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
-		FromSnapshot: req.FromSnapshot, AutoPause: req.AutoPause, CACerts: req.CACerts,
+		FromSnapshot: req.FromSnapshot, AutoPause: req.AutoPause, PauseOnTimeout: req.PauseOnTimeout, AutoResume: req.AutoResume,
+		CACerts: req.CACerts,
 	}, nil
 }
 
@@ -87,6 +88,7 @@ func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		Workdir: sb.Spec.Workdir, User: sb.Spec.User, Tags: sb.Spec.Tags, Entrypoint: sb.Spec.Entrypoint, CreatedAt: sb.CreatedAt,
 		Network: networkOf(sb.Spec.Network), ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
 		RuntimeInfo: sb.RuntimeInfo, FromSnapshot: sb.Spec.FromSnapshot, AutoPause: sb.Spec.AutoPause,
+		PauseOnTimeout: sb.Spec.PauseOnTimeout, AutoResume: sb.Spec.AutoResume,
 	}
 	out.Error = s.red.String(sb.Error)
 	if !sb.State.Terminal() {
@@ -204,7 +206,11 @@ func (s *Server) waitSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiv1.WaitResult{ExitCode: code, EndReason: reason})
+	res := apiv1.WaitResult{ExitCode: code, EndReason: reason}
+	if rec, err := s.m.Get(ctx, r.PathValue("id")); err == nil && rec.State.Terminal() {
+		res.Error = s.red.String(rec.Error)
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {

@@ -2,11 +2,13 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"corral/internal/agentapi"
+	"corral/internal/errdefs"
 	"corral/internal/sandbox"
 )
 
@@ -57,5 +59,52 @@ func TestAgentChannelLost(t *testing.T) {
 				t.Error("not destroyed")
 			}
 		})
+	}
+}
+
+// TestAgentReconnected: an agent connection that drops while the sandbox
+// and its agent run on (a vm's port reset) is redialed, and the event log
+// says so; the sandbox works on.
+func TestAgentReconnected(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(sandbox.Spec{})
+	e.rt.Drop(sb.ID)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs, err := e.m.Events(context.Background(), sb.ID, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, ev := range evs {
+			found = found || ev.Kind == "agent_reconnected" && ev.Fields["seen"] != ""
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no agent_reconnected event in %v", evs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, code := e.run(sb.ID, "echo", "ok"); out != "ok\n" || code != 0 {
+		t.Fatalf("exec after the reconnect: %q %d", out, code)
+	}
+}
+
+// TestKillTreeNeedsAgent3: an exec with KillTree in a sandbox whose agent
+// speaks protocol 2 (an older image or snapshot) is refused as a failed
+// precondition, not run with its descendants left to survive; without
+// KillTree it runs.
+func TestKillTreeNeedsAgent3(t *testing.T) {
+	e := newEnv(t)
+	e.rt.AgentProtocols(1, 2)
+	sb := e.create(sandbox.Spec{})
+	_, err := e.m.Processes().Exec(context.Background(), sb.ID, ExecParams{Args: []string{"true"}, KillTree: true})
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "kill_tree needs an agent of protocol 3") {
+		t.Errorf("kill_tree on a protocol 2 agent: %v; want failed precondition", err)
+	}
+	if out, code := e.run(sb.ID, "echo", "ok"); out != "ok\n" || code != 0 {
+		t.Errorf("exec without kill_tree: %q %d", out, code)
 	}
 }

@@ -30,6 +30,10 @@ type ExecParams struct {
 	PTY     *agentapi.PTYSize
 	Timeout time.Duration
 	Tag     string
+	// KillTree: the timeout and signals reach every descendant of the
+	// process (agent protocol 3; an older agent refuses it: failed
+	// precondition).
+	KillTree bool
 }
 
 // Process is a started process's event stream. Close releases the
@@ -38,6 +42,8 @@ type Process struct {
 	stream  *agentapi.Stream
 	release func()
 	pid     int
+	// onEnd, when set, completes the end event (an OOM kill's mark).
+	onEnd func(*agentapi.Event)
 }
 
 // Exec starts a process in running sandbox id, with the sandbox's env
@@ -54,12 +60,13 @@ func (s Processes) Exec(ctx context.Context, id string, p ExecParams) (*Process,
 	stream, err := a.agent.Start(ctx, agentapi.StartRequest{
 		Args: p.Args, Env: mergeEnvMap(spec.Env, p.Env), Cwd: inWorkdir(spec.Workdir, p.Cwd),
 		User: or(p.User, spec.User), Stdin: p.Stdin, PTY: p.PTY, TimeoutMS: p.Timeout.Milliseconds(), Tag: p.Tag,
+		KillTree: p.KillTree,
 	})
 	if err != nil {
 		a.release()
 		return nil, err
 	}
-	return &Process{stream: stream, release: a.release}, nil
+	return &Process{stream: stream, release: a.release, onEnd: s.m.oomEnd(a.h, time.Now())}, nil
 }
 
 // inWorkdir is p resolved against the sandbox's workdir: the workdir for an
@@ -86,7 +93,7 @@ func (s Processes) Attach(ctx context.Context, id string, pid int) (*Process, er
 		a.release()
 		return nil, err
 	}
-	return &Process{stream: stream, release: a.release, pid: pid}, nil
+	return &Process{stream: stream, release: a.release, pid: pid, onEnd: s.m.oomEnd(a.h, time.Time{})}, nil
 }
 
 func validateExec(p ExecParams) error {
@@ -113,6 +120,9 @@ func (p *Process) Recv() (agentapi.Event, error) {
 	ev, err := p.stream.Recv()
 	if err == nil && ev.Type == agentapi.EventStart {
 		p.pid = ev.PID
+	}
+	if err == nil && ev.Type == agentapi.EventEnd && p.onEnd != nil {
+		p.onEnd(&ev)
 	}
 	return ev, err
 }

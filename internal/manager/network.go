@@ -138,6 +138,9 @@ func (m *Manager) writeDecisions() {
 			if d.Reason != "" {
 				f["reason"] = d.Reason
 			}
+			if d.Rcode != "" {
+				f["rcode"] = d.Rcode
+			}
 			if d.Time.IsZero() {
 				d.Time = time.Now()
 			}

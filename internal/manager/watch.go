@@ -13,6 +13,12 @@ import (
 // idleCheck is how often idle timeouts are evaluated.
 const idleCheck = time.Second
 
+// oomPollTicks is how many idleCheck ticks lie between two reads of a
+// sandbox's OOM kill count (a cgroup lookup each): an exec that ends
+// killed reads it at once (oom.go), so only a background process's kill
+// waits for the poll.
+const oomPollTicks = 5
+
 // watch starts the background watcher of a running sandbox: lifetime
 // timeout, idle timeout, and loss of its agent connection (the one
 // installed now).
@@ -36,6 +42,7 @@ func (m *Manager) watchLoop(h *handle.Handle, client *agentapi.Client) {
 	defer expiry.Stop()
 	tick := time.NewTicker(idleCheck)
 	defer tick.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-h.Stopped():
@@ -46,12 +53,19 @@ func (m *Manager) watchLoop(h *handle.Handle, client *agentapi.Client) {
 			rec = h.Record()
 			expiry.Reset(time.Until(rec.ExpiresAt()))
 		case <-expiry.C:
-			h.Event("timeout", "lifetime timeout reached", map[string]string{"timeout": rec.Spec.Timeout.String(),
-				"expires_at": rec.ExpiresAt().Format(time.RFC3339Nano)})
+			fields := map[string]string{"timeout": rec.Spec.Timeout.String(), "expires_at": rec.ExpiresAt().Format(time.RFC3339Nano)}
+			if rec.Spec.PauseOnTimeout {
+				m.timeoutPause(h, fields)
+				return
+			}
+			h.Event("timeout", "lifetime timeout reached", fields)
 			m.terminateAsync(rec.ID, sandbox.EndTimeout, nil)
 			return
 		case <-tick.C:
 			m.rotateLogs(h)
+			if ticks++; ticks%oomPollTicks == 0 {
+				m.checkOOM(h)
+			}
 			if err := client.CheckChannel(); err != nil && m.channelOwned(h) {
 				m.channelLost(h, err.Error(), nil)
 				return
@@ -91,6 +105,8 @@ func (m *Manager) agentLost(h *handle.Handle, client *agentapi.Client) {
 		if cerr == nil {
 			h.SetAgent(next)
 			m.log.Warn("agent connection lost; reconnected", "sandbox", h.ID(), "seen", seen)
+			h.Event("agent_reconnected", "the agent's connection dropped while the sandbox ran; reconnected",
+				map[string]string{"seen": seen})
 			m.watch(h)
 			return
 		}
@@ -100,8 +116,43 @@ func (m *Manager) agentLost(h *handle.Handle, client *agentapi.Client) {
 		}
 		st = runtime.StateStopped
 	}
-	h.Event("crashed", "sandbox agent is gone", map[string]string{"runtime_state": string(st), "seen": seen})
-	m.terminateAsync(h.ID(), sandbox.EndCrashed, nil)
+	m.crashed(h, st, seen)
+}
+
+// crashed ends a sandbox whose agent went away with its runtime no longer
+// running it: for the cause the runtime names (out of memory, a guest
+// panic or power-off), or as crashed when it names none.
+func (m *Manager) crashed(h *handle.Handle, st runtime.State, seen string) {
+	fields := map[string]string{"runtime_state": string(st), "seen": seen}
+	reason, detail := m.endCause(h)
+	if reason == sandbox.EndCrashed {
+		h.Event("crashed", "sandbox agent is gone", fields)
+	} else {
+		h.SetEndDetail(detail)
+		h.Event(reason, detail, fields)
+	}
+	m.terminateAsync(h.ID(), reason, nil)
+}
+
+// endCause asks the sandbox's runtime why it ended (runtime.EndCauser):
+// the end reason and its detail; EndCrashed when the runtime cannot tell.
+func (m *Manager) endCause(h *handle.Handle) (string, string) {
+	ec, ok := h.Runtime().(runtime.EndCauser)
+	if !ok {
+		return sandbox.EndCrashed, ""
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+	defer cancel()
+	cause, detail := ec.EndCause(ctx, h.Ref())
+	switch cause {
+	case runtime.CauseOOM:
+		return sandbox.EndOOM, detail
+	case runtime.CausePanic:
+		return sandbox.EndPanic, detail
+	case runtime.CausePowerOff:
+		return sandbox.EndPowerOff, detail
+	}
+	return sandbox.EndCrashed, ""
 }
 
 // idlePause pauses a sandbox with auto_pause that was idle for it; the
@@ -115,6 +166,21 @@ func (m *Manager) idlePause(h *handle.Handle, it time.Duration) {
 		m.log.Warn("pausing an idle sandbox failed; ending it", "sandbox", h.ID(), "err", err)
 		if h.State() == sandbox.Running {
 			m.terminateAsync(h.ID(), sandbox.EndIdleTimeout, nil)
+		}
+	}
+}
+
+// timeoutPause pauses a sandbox with pause_on_timeout whose lifetime
+// ended; resuming it gives it a fresh lifetime (resumeLocked). A sandbox
+// that cannot be paused ends as a timeout would.
+func (m *Manager) timeoutPause(h *handle.Handle, fields map[string]string) {
+	h.Event("timeout", "lifetime timeout reached; pausing", fields)
+	ctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
+	defer cancel()
+	if _, err := m.Pause(ctx, h.ID()); err != nil {
+		m.log.Warn("pausing a sandbox at its timeout failed; ending it", "sandbox", h.ID(), "err", err)
+		if h.State() == sandbox.Running {
+			m.terminateAsync(h.ID(), sandbox.EndTimeout, nil)
 		}
 	}
 }

@@ -17,6 +17,8 @@ import (
 
 	"corral/internal/errdefs"
 	"corral/internal/netpolicy/policy"
+
+	"github.com/vishvananda/netlink"
 )
 
 // decisionLog records what Config.Decide receives.
@@ -329,4 +331,47 @@ func readerGoroutines() int {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	return strings.Count(string(buf), "(*nflogReader).run(")
+}
+
+// TestSpoofedDecision: a packet the sandbox sends from an address that is
+// not its own is dropped without an answer, counted, and reported as a
+// decision naming the forged source.
+func TestSpoofedDecision(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.world()
+	s := e.attach("sb-spoofedaaaaaaaaa", policy.Policy{})
+	forged := netip.MustParseAddr("10.77.0.9")
+	from := e.decided.len()
+	dst := netip.AddrPortFrom(internet1, echoPort)
+	// A first packet from the sandbox's own address learns the gateway's
+	// link address (the host answers no ARP from a spoofed source).
+	if _, err := udpAsk(s.NetnsPath, dst, "hello", time.Second); err != nil {
+		t.Fatalf("an honest packet: %v", err)
+	}
+	err := inNetns(s.NetnsPath, func() error {
+		link, err := netlink.LinkByName(s.SandboxLink)
+		if err != nil {
+			return err
+		}
+		addr := &netlink.Addr{IPNet: &net.IPNet{IP: forged.AsSlice(), Mask: net.CIDRMask(32, 32)}}
+		if err := netlink.AddrAdd(link, addr); err != nil {
+			return err
+		}
+		c, err := net.DialUDP("udp4", &net.UDPAddr{IP: forged.AsSlice()}, net.UDPAddrFromAddrPort(dst))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("spoofed"))
+		return err
+	})
+	must(t, err)
+	want := policy.Decision{SandboxID: s.ID, Proto: "udp", Dst: dst.Addr(), Port: dst.Port(),
+		Reason: DeniedSpoofed + " source " + forged.String(), Via: "nftables"}
+	if _, ok := e.decided.wait(from, want); !ok {
+		t.Errorf("no decision %+v; got %v", want, e.decided.of(s.ID, from))
+	}
+	if n := e.waitCount(t, s.ID, DeniedSpoofed, 1); n < 1 {
+		t.Errorf("spoofed counter = %d", n)
+	}
 }

@@ -56,7 +56,9 @@
 // at once instead of waiting for its timeout: TCP with a reset, anything
 // else with ICMP admin-prohibited (EHOSTUNREACH on a connected UDP
 // socket). Only IPv6 and packets whose source is not the sandbox's are
-// dropped silently: no answer goes to a spoofed address. Every refusal and
+// dropped without an answer: no answer goes to a spoofed address (a
+// spoofed packet is still logged, within the slot's log limit, and reported
+// as a decision with reason "spoofed source A"). Every refusal and
 // drop feeds a named counter per sandbox and reason (the Denied*
 // constants); Denials and DenialCounts read them (packets, not
 // connections).

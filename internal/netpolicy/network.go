@@ -92,9 +92,9 @@ func New(ctx context.Context, cfg Config) (_ *Network, err error) {
 }
 
 // resolveDenial maps a logged denial to its sandbox: the prefix names the
-// slot and reason, and the source must be that slot's sandbox (spoofed
-// sources are dropped before any rule logs), so a slot reused between
-// the log and its reading is not misattributed.
+// slot and reason, and the source must be that slot's sandbox, so a slot
+// reused between the log and its reading is not misattributed. A spoofed
+// source names no sandbox: its slot (the link it came in on) does.
 func (n *Network) resolveDenial(prefix string, src netip.Addr) (id, reason string, ok bool) {
 	index, reason, ok := parseLogPrefix(prefix)
 	if !ok {
@@ -102,6 +102,14 @@ func (n *Network) resolveDenial(prefix string, src netip.Addr) (id, reason strin
 	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
+	if reason == DeniedSpoofed {
+		for _, s := range n.slots {
+			if s.Index == index && s.Addr != src {
+				return s.ID, reason, true
+			}
+		}
+		return "", "", false
+	}
 	s, ok := n.byAddr[src]
 	if !ok || s.Index != index {
 		return "", "", false

@@ -212,8 +212,11 @@ func (r *nflogReader) handle(pkts []nflogPacket) {
 		}
 		d := policy.Decision{Time: time.Now(), SandboxID: id, Proto: protoName(ip.Proto),
 			Dst: ip.Dst, Port: ip.Port, Reason: reason, Via: "nftables"}
-		if reason == AllowedFlow {
+		switch reason {
+		case AllowedFlow:
 			d.Allowed, d.Reason = true, ""
+		case DeniedSpoofed:
+			d.Reason = DeniedSpoofed + " source " + ip.Src.String()
 		}
 		r.decide(d)
 	}

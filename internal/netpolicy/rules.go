@@ -137,11 +137,14 @@ type gate struct {
 // natRules steer DNS to the resolver and allowed new TCP connections to
 // the proxy. Nothing is steered in block mode.
 func (n *Network) natRules(s *slotState, r tableRefs, allow, resolved *nftables.Set) [][]expr.Any {
-	if s.Policy.BlockNetwork {
-		return nil
-	}
 	ret := verdict(expr.VerdictReturn)
 	rules := [][]expr.Any{exprs(nfproto(unix.NFPROTO_IPV4, false), ret)}
+	// Spoofed sources end here, before routing: the host link's strict
+	// rp_filter would drop most of them without a trace.
+	rules = append(rules, n.dropSpoofed(sbNames(s.Index), s)...)
+	if s.Policy.BlockNetwork {
+		return rules
+	}
 	if p := n.cfg.DNSPort; p != 0 {
 		for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 			rules = append(rules, exprs(l4proto(proto, true), dport(53), dnat(s.Gateway, p)))
@@ -232,6 +235,21 @@ func (n *Network) deny(o sbObjects, reason string, match []expr.Any) [][]expr.An
 	return append(rules,
 		exprs(match, l4proto(unix.IPPROTO_TCP, true), countReject(ctr, true)),
 		exprs(match, countReject(ctr, false)))
+}
+
+// dropSpoofed drops (and counts) what the sandbox sends from an address
+// that is not its own, first logging it (within the slot's log limit) so
+// the decision reader reports it: "denied ... spoofed source A". It runs
+// in the slot's prerouting (nat) chain, which sees every packet of a flow
+// that was never confirmed, so every spoofed packet; the filter chains
+// drop spoofed sources too, as a second line.
+func (n *Network) dropSpoofed(o sbObjects, s *slotState) [][]expr.Any {
+	spoofed := ipAddr(ipSaddrOff, s.Addr, false)
+	var rules [][]expr.Any
+	if n.cfg.Decide != nil {
+		rules = append(rules, exprs(spoofed, logLimited(o.limit, n.cfg.LogGroup, o.logPrefix(DeniedSpoofed))))
+	}
+	return append(rules, exprs(spoofed, countDrop(o.counter(DeniedSpoofed))))
 }
 
 // domainMode: egress only to addresses the resolver answered with, TCP

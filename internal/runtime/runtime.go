@@ -21,6 +21,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -219,4 +220,45 @@ type Versioner interface {
 // part within that bound.
 type LogRotator interface {
 	RotateLogs(ref Ref) error
+}
+
+// EndCauser is a runtime that can say why a sandbox ended by itself (its
+// agent went away and the runtime no longer runs it): reason is one of
+// CauseOOM, CausePanic, CausePowerOff, or "" when it cannot tell;
+// detail says it for a person ("out of memory (the sandbox's memory limit
+// is 128 MiB)"). The manager asks before Destroy, while what the runtime
+// reads it from (a cgroup's memory events, a guest's console) still
+// exists. What a guest wrote itself (its console) may be forged by the
+// guest: the cause names how the sandbox ended, never grants anything.
+type EndCauser interface {
+	// EndCause is asked once the sandbox's agent went away.
+	EndCause(ctx context.Context, ref Ref) (reason, detail string)
+}
+
+// OOMDetail is the detail of an EndOOM cause: what the CLI prints.
+func OOMDetail(limitBytes uint64) string {
+	if limitBytes == 0 {
+		return "out of memory"
+	}
+	return fmt.Sprintf("out of memory (the sandbox's memory limit is %d MiB)", limitBytes>>20)
+}
+
+// Causes an EndCauser names (the manager ends the sandbox with the
+// matching end reason).
+const (
+	CauseOOM      = "oom"      // a kernel's OOM killer killed the sandbox (or its init)
+	CausePanic    = "panic"    // the guest kernel panicked
+	CausePowerOff = "poweroff" // the guest powered itself off or rebooted
+)
+
+// OOMCounter is a runtime that counts, from the host, the processes a
+// kernel's OOM killer killed in a sandbox that still runs (gVisor: the
+// host kills the host-side stub of the guest process that allocated past
+// the limit, and gVisor then kills that process), so a process killed
+// for memory is named as such. kills only grows while the sandbox lives;
+// detail is OOMDetail's sentence for the sandbox. (A vm's guest kernel
+// kills its own processes; its agent says so on the process's end event,
+// agentapi.Event.OOMKilled.)
+type OOMCounter interface {
+	OOMKills(ctx context.Context, ref Ref) (kills uint64, detail string, err error)
 }

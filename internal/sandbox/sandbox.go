@@ -16,6 +16,11 @@ const (
 	// was hijacked or silenced from inside (a socket replaced, an agent
 	// stopped or answering wrongly): 137.
 	EndAgentChannelLost = "agent_channel_lost"
+	// The sandbox ended by itself, for a cause its runtime named (what
+	// would otherwise be EndCrashed): 137.
+	EndOOM      = "oom"      // out of memory: the host or guest kernel killed it
+	EndPanic    = "panic"    // the vm's guest kernel panicked
+	EndPowerOff = "poweroff" // the vm's guest powered itself off (or rebooted)
 )
 
 // ExitCodeFor is the exit code wait reports for an end reason when there is

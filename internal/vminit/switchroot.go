@@ -69,12 +69,23 @@ func lateMounts() error {
 	return nil
 }
 
+// NoFile is the agent's RLIMIT_NOFILE, soft and hard: 1,048,576, what
+// gVisor's PID 1 gets (and the kernel's default fs.nr_open).
+const NoFile = 1 << 20
+
 // execAgent replaces this process with the agent, keeping PID 1.
 func execAgent(cfg *Config) error {
 	args := []string{"/.corral/corral", "agent", "--listen", "vport:" + AgentPort,
 		"--upper", filepath.Join(ScratchInRoot, UpperDir)}
 	for _, ns := range cfg.Nameservers {
 		args = append(args, "--nameserver", ns)
+	}
+	// The agent and everything it runs get the open-file limit a gVisor
+	// sandbox gives its PID 1 (the kernel's default, 1024, is what a vm
+	// had): the same programs behave the same on both runtimes.
+	lim := unix.Rlimit{Cur: NoFile, Max: NoFile}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("raising the open-file limit: %w", err)
 	}
 	fmt.Fprintln(os.Stderr, ReadyLine)
 	err := syscall.Exec(args[0], args, cfg.Env)

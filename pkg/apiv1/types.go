@@ -20,7 +20,13 @@ type CreateSandboxRequest struct {
 	IdleTimeout   float64 `json:"idle_timeout,omitempty"`
 	// AutoPause pauses the sandbox after IdleTimeout instead of ending
 	// it; the next API call on it resumes it.
-	AutoPause  bool              `json:"auto_pause,omitempty"`
+	AutoPause bool `json:"auto_pause,omitempty"`
+	// PauseOnTimeout pauses the sandbox when its lifetime ends instead of
+	// ending it; a resume gives it a fresh timeout.
+	PauseOnTimeout bool `json:"pause_on_timeout,omitempty"`
+	// AutoResume lets the next API call on the sandbox, paused by
+	// pause_on_timeout, resume it.
+	AutoResume bool              `json:"auto_resume,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	Workdir    string            `json:"workdir,omitempty"`
 	User       string            `json:"user,omitempty"`
@@ -58,25 +64,27 @@ type NetworkPolicy struct {
 
 // Sandbox is what the API reports about one sandbox.
 type Sandbox struct {
-	ID            string            `json:"id"`
-	Name          string            `json:"name,omitempty"`
-	State         string            `json:"state"`
-	Runtime       string            `json:"runtime"`
-	Image         string            `json:"image"`
-	CPU           float64           `json:"cpu"`
-	CPULimit      float64           `json:"cpu_limit"`
-	MemoryMB      int64             `json:"memory_mb"`
-	MemoryLimitMB int64             `json:"memory_limit_mb"`
-	DiskMB        int64             `json:"disk_mb"`
-	Timeout       float64           `json:"timeout"`
-	IdleTimeout   float64           `json:"idle_timeout,omitempty"`
-	AutoPause     bool              `json:"auto_pause,omitempty"`
-	Env           map[string]string `json:"env,omitempty"`
-	Workdir       string            `json:"workdir,omitempty"`
-	User          string            `json:"user,omitempty"`
-	Tags          map[string]string `json:"tags,omitempty"`
-	Entrypoint    []string          `json:"entrypoint,omitempty"`
-	Network       NetworkPolicy     `json:"network"`
+	ID             string            `json:"id"`
+	Name           string            `json:"name,omitempty"`
+	State          string            `json:"state"`
+	Runtime        string            `json:"runtime"`
+	Image          string            `json:"image"`
+	CPU            float64           `json:"cpu"`
+	CPULimit       float64           `json:"cpu_limit"`
+	MemoryMB       int64             `json:"memory_mb"`
+	MemoryLimitMB  int64             `json:"memory_limit_mb"`
+	DiskMB         int64             `json:"disk_mb"`
+	Timeout        float64           `json:"timeout"`
+	IdleTimeout    float64           `json:"idle_timeout,omitempty"`
+	AutoPause      bool              `json:"auto_pause,omitempty"`
+	PauseOnTimeout bool              `json:"pause_on_timeout,omitempty"`
+	AutoResume     bool              `json:"auto_resume,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Workdir        string            `json:"workdir,omitempty"`
+	User           string            `json:"user,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
+	Entrypoint     []string          `json:"entrypoint,omitempty"`
+	Network        NetworkPolicy     `json:"network"`
 	// Address is the sandbox's IPv4 address and Gateway the daemon's side
 	// of its link (default route and resolver), while it has a network.
 	Address      string        `json:"address,omitempty"`
@@ -120,6 +128,9 @@ type SandboxList struct {
 type WaitResult struct {
 	ExitCode  int    `json:"exit_code"`
 	EndReason string `json:"end_reason"`
+	// Error says why it ended, in words, when known (an oom's memory
+	// limit, a guest's panic message) or why its create failed.
+	Error string `json:"error,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/processes.
@@ -135,6 +146,11 @@ type ExecRequest struct {
 	// Background keeps the process running when the caller disconnects
 	// from the output stream; otherwise a disconnect kills it.
 	Background bool `json:"background,omitempty"`
+	// KillTree makes the timeout, a signal and a disconnect's kill reach
+	// every descendant of the process, those that left its process group
+	// (setsid) included, not only its process group. A sandbox whose
+	// agent is older than protocol 3 refuses it (409 failed_precondition).
+	KillTree bool `json:"kill_tree,omitempty"`
 }
 
 // PTYSize is a terminal size.
@@ -151,7 +167,11 @@ type ExecEvent struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// OOMKilled (end events): the process ended killed (SIGKILL or exit
+	// 137) while a kernel's OOM killer killed a process of the sandbox
+	// for memory; Error then says so with the sandbox's memory limit.
+	OOMKilled bool   `json:"oom_killed,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // Event types of ExecEvent.

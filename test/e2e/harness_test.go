@@ -135,7 +135,10 @@ func (d *daemon) start() {
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	// The API answers once the sandboxes of the state directory are
+	// reconciled, and one whose agent does not answer is given the agent
+	// timeout (30 s) before it is ended: the wait must outlast it.
+	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + d.addr + "/v1/health")
 		if err == nil {

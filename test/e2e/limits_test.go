@@ -44,8 +44,9 @@ func TestMemoryHogContained(t *testing.T) {
 			t.Errorf("hog sandbox after the kill: %q", got)
 		}
 	case "terminated":
-		if sb.EndReason != "crashed" {
-			t.Errorf("hog sandbox ended as %q, want crashed", sb.EndReason)
+		// Killed for memory: the end says so (TestEndCauses).
+		if sb.EndReason != "oom" || !strings.Contains(sb.Error, "out of memory (the sandbox's memory limit is 256 MiB)") {
+			t.Errorf("hog sandbox ended as %q (%q), want oom naming the limit", sb.EndReason, sb.Error)
 		}
 		d.assertNoLeaks(t, []string{hog})
 	default:

@@ -67,6 +67,8 @@ func TestAdopterWalkthrough(t *testing.T) {
 		}
 		rest = rest[i+len(w):]
 	}
-	// TODO(lead): require reason oom once h-i13causes lands (the CLI's
-	// message and the record's end_reason name it).
+	// The last sandbox's end is named as an OOM, as the README says.
+	if e := errb.String(); !strings.Contains(e, "the sandbox ended (oom): out of memory (the sandbox's memory limit is 128 MiB)") {
+		t.Errorf("the walkthrough's OOM is not named as one; stderr:\n%s", e)
+	}
 }

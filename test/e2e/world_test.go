@@ -101,7 +101,9 @@ func fakeDNS(t testing.TB) string {
 		m := new(dns.Msg)
 		m.SetReply(q)
 		name := strings.ToLower(q.Question[0].Name)
-		if ip, ok := names[name]; ok && q.Question[0].Qtype == dns.TypeA {
+		if name == "servfail.test." { // an upstream that cannot resolve it
+			m.Rcode = dns.RcodeServerFailure
+		} else if ip, ok := names[name]; ok && q.Question[0].Qtype == dns.TypeA {
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)})
 		} else if !ok {
 			m.Rcode = dns.RcodeNameError

@@ -51,6 +51,13 @@ type Handle struct {
 	// lifetime is signalled when the record's lifetime changed, so the
 	// watcher re-arms its timer.
 	lifetime chan struct{}
+	// endDetail, when set, is the record's Error once it terminates: why
+	// it ended, in words (an end cause's detail).
+	endDetail string
+	// oomKills is the runtime's OOM kill count last seen, lastOOM when it
+	// last grew.
+	oomKills uint64
+	lastOOM  time.Time
 }
 
 // New returns the handle of the sandbox rec on rt.
@@ -59,6 +66,34 @@ func New(rec *sandbox.Sandbox, rt runtime.Runtime, host *Host) *Handle {
 		rt: rt, ref: runtime.Ref{ID: rec.ID, Dir: rec.Dir}, host: host, rec: *rec,
 		lastActive: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), lifetime: make(chan struct{}, 1),
 	}
+}
+
+// SetEndDetail makes detail the record's Error when the sandbox
+// terminates (unless it already has one): why it ended, in words.
+func (h *Handle) SetEndDetail(detail string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.endDetail = detail
+}
+
+// SawOOMKills records the runtime's OOM kill count (which only grows)
+// seen at now, and returns by how much it grew since the last one seen.
+func (h *Handle) SawOOMKills(kills uint64, now time.Time) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if kills <= h.oomKills {
+		return 0
+	}
+	grew := kills - h.oomKills
+	h.oomKills, h.lastOOM = kills, now
+	return grew
+}
+
+// LastOOM is when the OOM kill count last grew (zero: never).
+func (h *Handle) LastOOM() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lastOOM
 }
 
 // ID is the sandbox's id.

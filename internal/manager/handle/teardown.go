@@ -71,7 +71,15 @@ func (h *Handle) BeginTerminate(reason string) (*sandbox.Sandbox, error) {
 	defer cancel()
 	rec := h.Record()
 	if rec.State != sandbox.Terminating {
-		ch := Change{To: sandbox.Terminating, Edit: func(s *sandbox.Sandbox) { s.EndReason = reason }}
+		h.mu.Lock()
+		detail := h.endDetail
+		h.mu.Unlock()
+		ch := Change{To: sandbox.Terminating, Edit: func(s *sandbox.Sandbox) {
+			s.EndReason = reason
+			if s.Error == "" {
+				s.Error = detail
+			}
+		}}
 		var err error
 		if rec, err = h.Apply(ctx, ch); err != nil {
 			return nil, err

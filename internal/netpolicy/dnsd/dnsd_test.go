@@ -228,6 +228,11 @@ func TestQueries(t *testing.T) {
 			if d.Allowed != tt.allowed || d.Reason != tt.reason || d.SandboxID != "sb-1" || d.Via != "dns" || d.Domain != canonical(tt.qname) {
 				t.Errorf("decision %+v", d)
 			}
+			// A forwarded name that did not resolve says so.
+			if nx := tt.allowed && tt.rcode == dns.RcodeNameError; nx != (d.Rcode == "NXDOMAIN") ||
+				nx && !strings.Contains(d.String(), "NXDOMAIN, the name does not exist") {
+				t.Errorf("decision %q (rcode %q) for answer %s", d.String(), d.Rcode, dns.RcodeToString[r.Rcode])
+			}
 			if forwarded := up.queries.Load() > before; forwarded != tt.allowed {
 				t.Errorf("forwarded upstream = %v, want %v", forwarded, tt.allowed)
 			}
@@ -370,7 +375,7 @@ func TestUpstreamTimeoutServfail(t *testing.T) {
 		t.Fatalf("rcode %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 	}
 	ds := f.takeDecisions()
-	if len(ds) != 1 || ds[0].Reason != ReasonUpstreamFail {
+	if len(ds) != 1 || ds[0].Reason != ReasonUpstreamFail || ds[0].Rcode != "SERVFAIL" || !strings.Contains(ds[0].String(), "SERVFAIL") {
 		t.Errorf("decisions %v", ds)
 	}
 }

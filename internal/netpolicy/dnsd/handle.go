@@ -105,8 +105,12 @@ func (s *Server) handle(ctx context.Context, src netip.Addr, raw []byte, tcp boo
 	resp, err := s.exchange(ctx, upstreamQuery(req))
 	if err != nil {
 		s.log.Info("dns forward failed", "sandbox", sandboxID, "name", name, "err", err)
+		decision.Rcode = dns.RcodeToString[dns.RcodeServerFailure]
 		s.decide(decision, true, ReasonUpstreamFail)
 		return s.reply(req, dns.RcodeServerFailure, size)
+	}
+	if resp.Rcode != dns.RcodeSuccess {
+		decision.Rcode = dns.RcodeToString[resp.Rcode]
 	}
 	s.decide(decision, true, "")
 	s.filter(sandboxID, p, req.Question[0], resp)

@@ -165,6 +165,22 @@ type Decision struct {
 	Limit    string
 	LimitMax int
 	Refused  int
+	// Rcode, on a forwarded DNS query, is the answer's response code when
+	// it is not NOERROR ("NXDOMAIN": the name does not exist; "SERVFAIL":
+	// it could not be resolved), so a name that did not resolve is not
+	// shown as a plain "allowed".
+	Rcode string
+}
+
+// RcodeMeaning says what a DNS response code means, for an event.
+func RcodeMeaning(rcode string) string {
+	switch rcode {
+	case "NXDOMAIN":
+		return "NXDOMAIN, the name does not exist"
+	case "SERVFAIL":
+		return "SERVFAIL, the name could not be resolved"
+	}
+	return rcode
 }
 
 func (d Decision) String() string {
@@ -178,6 +194,9 @@ func (d Decision) String() string {
 	}
 	if d.Domain != "" {
 		s += " (" + d.Domain + ")"
+	}
+	if d.Rcode != "" {
+		s += ": " + RcodeMeaning(d.Rcode)
 	}
 	if d.Reason != "" {
 		s += ": " + d.Reason

@@ -94,6 +94,10 @@ func (r *Runtime) Resume(ctx context.Context, ref runtime.Ref) error {
 	if err := mountBounded(ref.Dir); err != nil {
 		return fmt.Errorf("resuming %s: %w", ref.ID, err)
 	}
+	// runsc took the namespace's addresses when it first started there.
+	if err := putBackNetAddrs(ref.Dir); err != nil {
+		return fmt.Errorf("resuming %s: %w", ref.ID, err)
+	}
 	image := filepath.Join(ref.Dir, checkpointDirName)
 	if err := r.create(ctx, ref, filepath.Join(ref.Dir, bundleDirName), image); err != nil {
 		_ = errors.Join(r.halt(context.WithoutCancel(ctx), ref, true)...)

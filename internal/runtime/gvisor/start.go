@@ -94,6 +94,9 @@ func (r *Runtime) prepare(p runtime.StartParams) (string, error) {
 	if err := os.WriteFile(filepath.Join(p.Dir, networkFile), []byte(networkFlag(p.NetnsPath)), 0o600); err != nil {
 		return "", fmt.Errorf("recording network mode: %w", err)
 	}
+	if err := keepNetAddrs(p.Dir, p.NetnsPath); err != nil {
+		return "", err
+	}
 	overlay := "root:dir=" + filepath.Join(p.Dir, upperDirName)
 	if p.Resources.DiskMB > 0 {
 		overlay += fmt.Sprintf(",size=%dM", p.Resources.DiskMB)

@@ -25,6 +25,21 @@ func (r *Runtime) Silence(id string) {
 	}
 }
 
+// Drop closes a sandbox's agent connections while the sandbox and its
+// agent run on, as a vm's virtio-serial port reset does: a new Dial
+// reaches the agent again.
+func (r *Runtime) Drop(id string) {
+	r.mu.Lock()
+	var conns []net.Conn
+	if b := r.boxes[id]; b != nil {
+		conns, b.conns = b.conns, nil
+	}
+	r.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
 // Hijack stands in for a guest that removed its agent's socket and bound
 // one of its own in its place: connections report it
 // (agentapi.ChannelChecker), and a new one reaches something that is not

@@ -48,6 +48,7 @@ type box struct {
 
 	silenced chan struct{} // closed by Silence
 	hijacked atomic.Bool   // set by Hijack
+	conns    []net.Conn    // every connection Dial made (Drop closes them)
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -140,7 +141,11 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &boxConn{Conn: c, b: b, closed: make(chan struct{})}, nil
+	bc := &boxConn{Conn: c, b: b, closed: make(chan struct{})}
+	r.mu.Lock()
+	b.conns = append(b.conns, bc)
+	r.mu.Unlock()
+	return bc, nil
 }
 
 // Status reports running, stopped (crashed) or absent.

@@ -52,7 +52,8 @@ func qemuAlive(pid int, dir string) bool {
 	return true
 }
 
-// Dial connects to the guest agent's channel, first letting the guest run
+// Dial connects to the guest agent's channel (failing at once once QEMU
+// has exited), first letting the guest run
 // if a daemon killed during a pause or a memory snapshot left it stopped
 // (runGuest).
 func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
@@ -68,6 +69,11 @@ func (r *Runtime) Dial(ctx context.Context, ref runtime.Ref) (net.Conn, error) {
 		conn, err := d.DialContext(ctx, "unix", filepath.Join(ref.Dir, agentSock))
 		if err == nil {
 			return conn, nil
+		}
+		// A QEMU that exited (a guest that panicked or powered off) will
+		// never listen again: say so now, not at ctx's end.
+		if pid, ok := readPid(ref.Dir); ok && !qemuAlive(pid, ref.Dir) {
+			return nil, fmt.Errorf("dialing the agent of %s: the vm is no longer running: %w", ref.ID, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -84,7 +84,10 @@ type Result struct {
 	ExitCode int
 	Signal   string
 	TimedOut bool
-	Error    string
+	// OOMKilled: a kernel's OOM killer killed the process (or one it
+	// waited for) for memory; Error then says the sandbox's limit.
+	OOMKilled bool
+	Error     string
 }
 
 // Copy writes the stream's output to stdout and stderr (PTY output goes to
@@ -108,7 +111,7 @@ func (s *Stream) Copy(stdout, stderr io.Writer) (Result, error) {
 			if ev.ExitCode < 0 && ev.Error != "" {
 				return Result{}, errors.New(ev.Error)
 			}
-			return Result{ExitCode: ev.ExitCode, Signal: ev.Signal, TimedOut: ev.TimedOut, Error: ev.Error}, nil
+			return Result{ExitCode: ev.ExitCode, Signal: ev.Signal, TimedOut: ev.TimedOut, OOMKilled: ev.OOMKilled, Error: ev.Error}, nil
 		}
 	}
 }

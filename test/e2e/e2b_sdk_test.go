@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"corral/pkg/apiv1"
+)
+
+// TestE2BSDK runs the npm project test/e2b-js (the official e2b SDK,
+// pinned, unchanged, under vitest) against a daemon: E2B_API_URL is its
+// /e2b prefix and E2B_API_KEY e2b_ and its token. It fails with vitest's
+// output.
+func TestE2BSDK(t *testing.T) {
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("needs node and npm (the e2b SDK's tests are an npm project)")
+	}
+	proj, err := filepath.Abs("../e2b-js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "--metrics-interval", "1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	npmEnv := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",
+		"npm_config_update_notifier=false")
+	ci := exec.CommandContext(ctx, npm, "ci", "--no-progress")
+	ci.Dir, ci.Env = proj, npmEnv
+	if out, err := ci.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in test/e2b-js: %v\n%s", err, out)
+	}
+	var out bytes.Buffer
+	vt := exec.CommandContext(ctx, filepath.Join(proj, "node_modules", ".bin", "vitest"), "run")
+	vt.Dir, vt.Stdout, vt.Stderr = proj, &out, &out
+	vt.Env = append(npmEnv, "E2B_API_URL=http://"+d.addr+"/e2b", "E2B_API_KEY=e2b_"+d.token,
+		"E2B_SANDBOX_URL=http://127.0.0.1:1", "E2B_DEBUG=false", "NO_COLOR=1", "CI=1")
+	err = vt.Run()
+	t.Logf("vitest:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("vitest run in test/e2b-js: %v (its output above)", err)
+	}
+}
+
+// npmCache is npm's cache: the machine's shared one for root, kept
+// between runs.
+func npmCache() string {
+	if os.Geteuid() == 0 {
+		return "/var/cache/corral-npm"
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".npm")
+}
+
+// TestE2BBaseTemplate checks the sandbox E2B's "base" template gives, from
+// the inside (through the native API, the envd face being another
+// package's): user "user" (uid 1000) in /home/user with passwordless sudo,
+// bash, python3, curl and git, and the create's envVars.
+func TestE2BBaseTemplate(t *testing.T) {
+	d := startDaemon(t)
+	sb := e2bCreate(t, d, `{"templateID":"base","timeout":120,"envVars":{"GREETING":"hi"},"metadata":{"t":"base"}}`)
+	script := `id -un; id -u; pwd; echo "$HOME $GREETING"; sudo -n id -un; ` +
+		`for c in bash python3 curl git; do command -v $c >/dev/null || echo "missing $c"; done`
+	var out, errb bytes.Buffer
+	res, err := d.client.Run(context.Background(), sb.SandboxID, apiv1.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}}, nil, &out, &errb)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("inside the base template: %v %+v\n%s%s", err, res, out.String(), errb.String())
+	}
+	if want := "user\n1000\n/home/user\n/home/user hi\nroot\n"; out.String() != want {
+		t.Fatalf("inside the base template:\n%s\nwant:\n%s(stderr: %s)", out.String(), want, errb.String())
+	}
+}
+
+// e2bCreate creates a sandbox through the E2B face.
+func e2bCreate(t *testing.T, d *daemon, body string) (sb struct{ SandboxID, TemplateID string }) {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://"+d.addr+"/e2b/v2/sandboxes", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-KEY", "e2b_"+d.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := json.Unmarshal(b, &sb); resp.StatusCode != http.StatusCreated || err != nil || sb.SandboxID == "" {
+		t.Fatalf("create %s: %d %s", body, resp.StatusCode, b)
+	}
+	return sb
+}
+
+// TestE2BAutoResume: a sandbox created with E2B's autoPause pauses when
+// its lifetime ends; with autoResume the next call on its insides resumes
+// it with a fresh lifetime, without it that call is refused and it stays
+// paused.
+func TestE2BAutoResume(t *testing.T) {
+	d := startDaemon(t)
+	ctx := context.Background()
+	resumes := e2bCreate(t, d, `{"templateID":"base","timeout":2,"autoPause":true,"autoResume":{"enabled":true}}`).SandboxID
+	stays := e2bCreate(t, d, `{"templateID":"base","timeout":2,"autoPause":true}`).SandboxID
+	for _, id := range []string{resumes, stays} {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			sb, err := d.client.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.State == "paused" {
+				if !sb.PauseOnTimeout {
+					t.Fatalf("%s: pause_on_timeout not set: %+v", id, sb)
+				}
+				break
+			}
+			if sb.State != "running" || time.Now().After(deadline) {
+				t.Fatalf("%s at the end of its lifetime: %s (%s), want paused", id, sb.State, sb.EndReason)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	var out bytes.Buffer
+	if res, err := d.client.Run(ctx, resumes, apiv1.ExecRequest{Cmd: []string{"echo", "back"}}, nil, &out, &out); err != nil || res.ExitCode != 0 || out.String() != "back\n" {
+		t.Fatalf("exec in the auto-resuming sandbox: %v %+v %q", err, res, out.String())
+	}
+	sb, err := d.client.Get(ctx, resumes)
+	if err != nil || sb.State != "running" || sb.ExpiresAt == nil || time.Until(*sb.ExpiresAt) <= 0 {
+		t.Fatalf("after the call that resumed it: %+v %v", sb, err)
+	}
+	if _, err := d.client.Run(ctx, stays, apiv1.ExecRequest{Cmd: []string{"true"}}, nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "paused") {
+		t.Fatalf("exec in a paused sandbox without autoResume: %v", err)
+	}
+	if sb, err := d.client.Get(ctx, stays); err != nil || sb.State != "paused" {
+		t.Fatalf("without autoResume: %+v %v", sb, err)
+	}
+}
