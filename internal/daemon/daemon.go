@@ -24,6 +24,7 @@ import (
 
 	"corral/internal/api"
 	"corral/internal/build"
+	"corral/internal/e2b"
 	imagestore "corral/internal/image/store"
 	"corral/internal/manager"
 	"corral/internal/netpolicy/policy"
@@ -173,7 +174,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := tightenState(cfg.StateDir); err != nil {
 		return err
 	}
-	return serve(ctx, cfg, api.New(m, builder, token, cfg.Version, log))
+	return serve(ctx, cfg, handler(m, builder, token, cfg.Version, log))
+}
+
+// handler is the API listener's: the native API, and E2B's control API
+// under /e2b (its key is e2b_ and the same token).
+func handler(m *manager.Manager, b *build.Builder, token, version string, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/e2b/", http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Log: log})))
+	mux.Handle("/", api.New(m, b, token, version, log))
+	return mux
 }
 
 func (cfg *Config) defaults() error {

@@ -344,15 +344,15 @@ func (m *Manager) live(ctx context.Context, id string) (*handle.Handle, error) {
 
 // acquire returns the agent of running sandbox id with its record, and
 // counts an operation in flight until release: every service call on a
-// sandbox's insides goes through it. A sandbox paused for idleness
-// (auto_pause) is resumed first.
+// sandbox's insides goes through it. A paused sandbox that resumes by
+// itself (auto_pause, auto_resume) is resumed first.
 func (m *Manager) acquire(ctx context.Context, id string) (*acquired, error) {
 	h, err := m.live(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	c, rec, release, err := h.Acquire()
-	if err != nil && h.State() == sandbox.Paused && h.Record().Spec.AutoPause {
+	if err != nil && h.State() == sandbox.Paused && autoResumes(h.Record().Spec) {
 		rctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
 		_, rerr := m.Resume(rctx, id)
 		cancel()
@@ -365,6 +365,10 @@ func (m *Manager) acquire(ctx context.Context, id string) (*acquired, error) {
 	}
 	return &acquired{h: h, agent: c, rec: rec, release: release}, nil
 }
+
+// autoResumes reports whether the next call on a paused sandbox of spec
+// resumes it.
+func autoResumes(spec sandbox.Spec) bool { return spec.AutoPause || spec.AutoResume }
 
 // acquired is a running sandbox's agent, held for one service call.
 type acquired struct {

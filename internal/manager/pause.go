@@ -92,6 +92,11 @@ func (m *Manager) resumeLocked(ctx context.Context, h *handle.Handle, announce b
 			s.PausedFor += time.Since(s.PausedAt)
 		}
 		s.PausedAt = time.Time{}
+		// A sandbox paused because its lifetime ended (pause_on_timeout)
+		// runs again for a fresh Timeout.
+		if now := time.Now(); s.Spec.PauseOnTimeout && !s.ExpiresAt().After(now) {
+			s.SetRemaining(now, s.Spec.Timeout, false)
+		}
 	}}
 	if announce {
 		ch.Event = &handle.Event{Kind: "resumed", Message: "sandbox resumed"}

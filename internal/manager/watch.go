@@ -46,8 +46,12 @@ func (m *Manager) watchLoop(h *handle.Handle, client *agentapi.Client) {
 			rec = h.Record()
 			expiry.Reset(time.Until(rec.ExpiresAt()))
 		case <-expiry.C:
-			h.Event("timeout", "lifetime timeout reached", map[string]string{"timeout": rec.Spec.Timeout.String(),
-				"expires_at": rec.ExpiresAt().Format(time.RFC3339Nano)})
+			fields := map[string]string{"timeout": rec.Spec.Timeout.String(), "expires_at": rec.ExpiresAt().Format(time.RFC3339Nano)}
+			if rec.Spec.PauseOnTimeout {
+				m.timeoutPause(h, fields)
+				return
+			}
+			h.Event("timeout", "lifetime timeout reached", fields)
 			m.terminateAsync(rec.ID, sandbox.EndTimeout, nil)
 			return
 		case <-tick.C:
@@ -115,6 +119,21 @@ func (m *Manager) idlePause(h *handle.Handle, it time.Duration) {
 		m.log.Warn("pausing an idle sandbox failed; ending it", "sandbox", h.ID(), "err", err)
 		if h.State() == sandbox.Running {
 			m.terminateAsync(h.ID(), sandbox.EndIdleTimeout, nil)
+		}
+	}
+}
+
+// timeoutPause pauses a sandbox with pause_on_timeout whose lifetime
+// ended; resuming it gives it a fresh lifetime (resumeLocked). A sandbox
+// that cannot be paused ends as a timeout would.
+func (m *Manager) timeoutPause(h *handle.Handle, fields map[string]string) {
+	h.Event("timeout", "lifetime timeout reached; pausing", fields)
+	ctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
+	defer cancel()
+	if _, err := m.Pause(ctx, h.ID()); err != nil {
+		m.log.Warn("pausing a sandbox at its timeout failed; ending it", "sandbox", h.ID(), "err", err)
+		if h.State() == sandbox.Running {
+			m.terminateAsync(h.ID(), sandbox.EndTimeout, nil)
 		}
 	}
 }

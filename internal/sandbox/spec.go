@@ -47,7 +47,14 @@ type Spec struct {
 	IdleTimeout   time.Duration `json:"idle_timeout"`
 	// AutoPause pauses the sandbox when IdleTimeout passes instead of
 	// ending it; the next API call on it resumes it.
-	AutoPause  bool              `json:"auto_pause,omitempty"`
+	AutoPause bool `json:"auto_pause,omitempty"`
+	// PauseOnTimeout pauses the sandbox when its lifetime ends instead
+	// of ending it (E2B's lifecycle.onTimeout "pause"); resuming it gives
+	// it a fresh Timeout.
+	PauseOnTimeout bool `json:"pause_on_timeout,omitempty"`
+	// AutoResume lets the next call on a paused sandbox resume it (as
+	// AutoPause always does); without it only an explicit resume does.
+	AutoResume bool              `json:"auto_resume,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	Workdir    string            `json:"workdir,omitempty"`
 	User       string            `json:"user,omitempty"` // default user of processes; the image's by default
@@ -187,6 +194,9 @@ func (s *Spec) normalizeTimes() error {
 	}
 	if s.AutoPause && s.IdleTimeout == 0 {
 		return errdefs.Invalid("auto_pause", "needs an idle_timeout (the idle time after which to pause)")
+	}
+	if s.AutoResume && !s.AutoPause && !s.PauseOnTimeout {
+		return errdefs.Invalid("auto_resume", "needs auto_pause or pause_on_timeout (nothing pauses the sandbox by itself otherwise)")
 	}
 	return nil
 }

@@ -33,6 +33,8 @@ func TestNormalize(t *testing.T) {
 		{"empty entrypoint word", Spec{Entrypoint: []string{""}}, "entrypoint"},
 		{"bad image ref", Spec{Image: "a b"}, "image"},
 		{"tiny disk", Spec{DiskMB: 1}, "disk_mb"},
+		{"auto resume with nothing pausing", Spec{AutoResume: true}, "auto_resume"},
+		{"pause on timeout", Spec{PauseOnTimeout: true, AutoResume: true}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
