@@ -25,6 +25,7 @@ import (
 	"corral/internal/api"
 	"corral/internal/build"
 	"corral/internal/e2b"
+	"corral/internal/e2b/envd"
 	imagestore "corral/internal/image/store"
 	"corral/internal/manager"
 	"corral/internal/netpolicy/policy"
@@ -46,7 +47,10 @@ const (
 
 // Config is what `corral serve` is started with.
 type Config struct {
-	Listen     string
+	Listen string
+	// EnvdListen is the address of the E2B envd face (internal/e2b/envd);
+	// empty turns it off.
+	EnvdListen string
 	StateDir   string
 	RunscPath  string // default <state>/bin/runsc
 	BaseRootFS string // default <state>/rootfs/debian-bookworm
@@ -174,7 +178,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := tightenState(cfg.StateDir); err != nil {
 		return err
 	}
-	return serve(ctx, cfg, handler(m, builder, token, cfg.Version, log))
+	var envdFace http.Handler
+	if cfg.EnvdListen != "" {
+		envdFace = envd.New(m, log)
+	}
+	return serve(ctx, cfg, handler(m, builder, token, cfg.Version, log), envdFace)
 }
 
 // handler is the API listener's: the native API, and E2B's control API
@@ -219,26 +227,49 @@ func (cfg *Config) defaults() error {
 	return cfg.Shares.sized()
 }
 
-func serve(ctx context.Context, cfg Config, h http.Handler) error {
+// serve serves the API on cfg.Listen and, when envdFace is not nil, the
+// E2B envd face on cfg.EnvdListen, until ctx ends or either fails.
+func serve(ctx context.Context, cfg Config, h, envdFace http.Handler) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	srvs := []*http.Server{newServer(h)}
+	lns := []net.Listener{ln}
+	if envdFace != nil {
+		eln, err := net.Listen("tcp", cfg.EnvdListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listening on %s (--envd-listen): %w", cfg.EnvdListen, err)
+		}
+		srvs, lns = append(srvs, newServer(envdFace)), append(lns, eln)
+		cfg.Logger.Info("corral envd face serving", "listen", eln.Addr().String())
+	}
+	errc := make(chan error, len(srvs))
+	for i, srv := range srvs {
+		go func() { errc <- srv.Serve(lns[i]) }()
+	}
 	cfg.Logger.Info("corral daemon serving", "listen", ln.Addr().String(), "state_dir", cfg.StateDir, "version", cfg.Version)
 	select {
 	case err := <-errc:
+		for _, srv := range srvs {
+			srv.Close()
+		}
 		return err
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
+	for _, srv := range srvs {
+		if err := srv.Shutdown(sctx); err != nil {
+			srv.Close()
+		}
 	}
 	return nil
+}
+
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 }
 
 // lockState takes an exclusive lock so two daemons never share a state dir.

@@ -104,7 +104,9 @@ func startDaemonTee(t testing.TB, tee io.Writer, extra ...string) *daemon {
 	}
 	// No warm pool unless the test asks for one (a flag given later wins):
 	// pools fill in the background, and most tests count sandboxes.
-	flags := append(testNetFlags(t), "--warm-pool", "0")
+	// The envd face listens on a port of its own for each daemon (its
+	// default, 49983, is one per host).
+	flags := append(testNetFlags(t), "--warm-pool", "0", "--envd-listen", freeAddr(t))
 	d := &daemon{t: t, state: state, addr: freeAddr(t), net: append(flags, extra...), tee: tee}
 	d.start()
 	t.Cleanup(func() { d.teardown() })
