@@ -51,13 +51,17 @@ type Config struct {
 	// EnvdListen is the address of the E2B envd face (internal/e2b/envd);
 	// empty turns it off.
 	EnvdListen string
-	StateDir   string
-	RunscPath  string // default <state>/bin/runsc
-	BaseRootFS string // default <state>/rootfs/debian-bookworm
-	Platform   string
-	VMKernel   string // default <state>/vm/kernel/current
-	QEMUPath   string // default: qemu-system-x86_64 on PATH
-	VMAccel    string // "kvm", "tcg" or "" (KVM where usable)
+	// EnvdDebugSandbox (a sandbox id or name) is the sandbox the e2b SDK's
+	// debug mode (E2B_DEBUG=true, sandbox id "debug_sandbox_id") reaches
+	// through the envd face, without an access token; loopback only.
+	EnvdDebugSandbox string
+	StateDir         string
+	RunscPath        string // default <state>/bin/runsc
+	BaseRootFS       string // default <state>/rootfs/debian-bookworm
+	Platform         string
+	VMKernel         string // default <state>/vm/kernel/current
+	QEMUPath         string // default: qemu-system-x86_64 on PATH
+	VMAccel          string // "kvm", "tcg" or "" (KVM where usable)
 	// MaxSandboxes bounds live sandboxes; 0 sizes it from the machine
 	// (AutoMaxSandboxes).
 	MaxSandboxes int
@@ -181,6 +185,9 @@ func Run(ctx context.Context, cfg Config) error {
 	var envdFace http.Handler
 	if cfg.EnvdListen != "" {
 		envdFace = envd.New(m, log)
+		if cfg.EnvdDebugSandbox != "" {
+			envdFace = envd.Debug(envdFace, m, cfg.EnvdDebugSandbox)
+		}
 	}
 	return serve(ctx, cfg, handler(m, builder, token, cfg.Version, log), envdFace)
 }
@@ -200,6 +207,9 @@ func (cfg *Config) defaults() error {
 	}
 	if !filepath.IsAbs(cfg.StateDir) {
 		return fmt.Errorf("--state-dir %q must be an absolute path", cfg.StateDir)
+	}
+	if cfg.EnvdDebugSandbox != "" && !envd.DebugListenOK(cfg.EnvdListen) {
+		return fmt.Errorf("--envd-debug-sandbox needs --envd-listen on a loopback address (it drops the access token), not %q", cfg.EnvdListen)
 	}
 	if cfg.Retention < 0 {
 		return fmt.Errorf("--retention %s: must be 0 (keep forever) or more", cfg.Retention)
