@@ -184,7 +184,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var envdFace http.Handler
 	if cfg.EnvdListen != "" {
-		envdFace = envd.New(m, log)
+		envdFace = envd.Signed(envd.New(m, log), m)
 		if cfg.EnvdDebugSandbox != "" {
 			envdFace = envd.Debug(envdFace, m, cfg.EnvdDebugSandbox)
 		}

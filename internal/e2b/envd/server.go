@@ -20,8 +20,10 @@ import (
 const Port = 49983
 
 // Version is the envd version this face implements as far as the e2b SDK's
-// version gates go (see README): the basic process and filesystem API.
-const Version = "0.2.0"
+// version gates go (see README): the process and filesystem API with
+// stdin:false (0.3.0), no forced default user (0.4.0), CloseStdin (0.5.2)
+// and octet-stream uploads (0.5.7); not file metadata (0.6.2).
+const Version = "0.5.7"
 
 // Headers the e2b SDK sends with every envd request, and the one carrying
 // the sandbox's envd access token.

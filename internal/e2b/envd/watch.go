@@ -41,6 +41,7 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 		return err
 	}
 	keep := &filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}
+	var uploads uploadFold
 	for {
 		ev, err := ws.Recv()
 		if err != nil {
@@ -49,20 +50,23 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 			}
 			return connect.NewError(connect.CodeUnavailable, errors.New("the watch ended: the sandbox's agent went away (the sandbox ended or was paused)"))
 		}
-		out := keep
 		switch ev.Type {
 		case agentapi.WatchEnd:
 			return connect.NewError(connect.CodeNotFound, fmt.Errorf("the watch ended: %s", f.s.red.String(ev.Error)))
 		case agentapi.EventKeepalive:
-		default:
+			if err := stream.Send(keep); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, ev := range uploads.fold(ev) {
 			fe := f.s.fsEvent(ctx, id, user, ev, req.Msg.GetIncludeEntry())
 			if fe == nil {
 				continue
 			}
-			out = &filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{Filesystem: fe}}
-		}
-		if err := stream.Send(out); err != nil {
-			return err
+			if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{Filesystem: fe}}); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -146,6 +150,7 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 // collect reads a watcher's stream into its queue until the stream ends.
 func (s *Server) collect(ctx context.Context, w *watcher, stream *agentapi.WatchStream, id, user string, withEntry bool) {
 	defer stream.Close()
+	var uploads uploadFold
 	for {
 		ev, err := stream.Recv()
 		switch {
@@ -156,15 +161,17 @@ func (s *Server) collect(ctx context.Context, w *watcher, stream *agentapi.Watch
 			w.end(fmt.Errorf("the watch ended: %s", s.red.String(ev.Error)))
 			return
 		}
-		fe := s.fsEvent(ctx, id, user, ev, withEntry)
-		if fe == nil {
-			continue
+		for _, ev := range uploads.fold(ev) {
+			fe := s.fsEvent(ctx, id, user, ev, withEntry)
+			if fe == nil {
+				continue
+			}
+			w.mu.Lock()
+			if len(w.events) < maxWatcherEvents {
+				w.events = append(w.events, fe)
+			}
+			w.mu.Unlock()
 		}
-		w.mu.Lock()
-		if len(w.events) < maxWatcherEvents {
-			w.events = append(w.events, fe)
-		}
-		w.mu.Unlock()
 	}
 }
 
