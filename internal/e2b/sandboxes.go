@@ -206,7 +206,7 @@ func (s *Server) resumeWith(w http.ResponseWriter, r *http.Request, d *time.Dura
 	}
 	status := http.StatusOK
 	if sb.State == sandbox.Paused {
-		if sb, err = s.m.Resume(r.Context(), id); err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		if _, err := s.m.Resume(r.Context(), id); err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
 			s.writeError(w, err)
 			return
 		}

@@ -2,12 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"corral/pkg/apiv1"
 )
 
 // TestE2BSDK runs the npm project test/e2b-js (the official e2b SDK,
@@ -56,4 +61,38 @@ func npmCache() string {
 	}
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".npm")
+}
+
+// TestE2BBaseTemplate checks the sandbox E2B's "base" template gives, from
+// the inside (through the native API, the envd face being another
+// package's): user "user" (uid 1000) in /home/user with passwordless sudo,
+// bash, python3, curl and git, and the create's envVars.
+func TestE2BBaseTemplate(t *testing.T) {
+	d := startDaemon(t)
+	req, err := http.NewRequest("POST", "http://"+d.addr+"/e2b/v2/sandboxes",
+		strings.NewReader(`{"templateID":"base","timeout":120,"envVars":{"GREETING":"hi"},"metadata":{"t":"base"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-KEY", "e2b_"+d.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var sb struct{ SandboxID, TemplateID string }
+	if err := json.Unmarshal(body, &sb); resp.StatusCode != http.StatusCreated || err != nil || sb.TemplateID != "base" {
+		t.Fatalf("create from base: %d %s", resp.StatusCode, body)
+	}
+	script := `id -un; id -u; pwd; echo "$HOME $GREETING"; sudo -n id -un; ` +
+		`for c in bash python3 curl git; do command -v $c >/dev/null || echo "missing $c"; done`
+	var out, errb bytes.Buffer
+	res, err := d.client.Run(context.Background(), sb.SandboxID, apiv1.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}}, nil, &out, &errb)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("inside the base template: %v %+v\n%s%s", err, res, out.String(), errb.String())
+	}
+	if want := "user\n1000\n/home/user\n/home/user hi\nroot\n"; out.String() != want {
+		t.Fatalf("inside the base template:\n%s\nwant:\n%s(stderr: %s)", out.String(), want, errb.String())
+	}
 }

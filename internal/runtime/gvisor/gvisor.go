@@ -156,6 +156,9 @@ func (r *Runtime) globalFlags(dir string) []string {
 		"--platform", r.cfg.Platform,
 		"--network", network,
 		"--host-uds", "create",
+		// The guest's setuid binaries work (sudo, as E2B's template
+		// gives its user): the IDs they raise are gVisor's emulated ones.
+		"--allow-suid",
 	}
 	if r.cfg.Debug && dir != "" {
 		f = append(f, "--debug", "--debug-log", filepath.Join(dir, "runsc.log"))

@@ -78,8 +78,12 @@ func buildSpec(p runtime.StartParams, cgroupsPath string) *specs.Spec {
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: caps, Effective: caps, Permitted: caps,
 			},
-			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: nofile, Soft: nofile}},
-			NoNewPrivileges: true,
+			Rlimits: []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: nofile, Soft: nofile}},
+			// Setuid binaries work inside (sudo, as E2B's template gives
+			// its user), as under Docker's default: the guest's root is
+			// gVisor's emulated root with the capabilities above, and the
+			// boundary is the user-space kernel, not the guest's uids.
+			NoNewPrivileges: false,
 		},
 		Root:     &specs.Root{Path: p.RootFS, Readonly: false},
 		Hostname: hostname,

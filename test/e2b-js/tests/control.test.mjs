@@ -2,7 +2,7 @@
 // list, timeout, connect, kill, pause and resume, metrics, snapshots. No
 // test here calls envd (the sandbox's processes and files).
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { Sandbox, SandboxNotFoundError } from 'e2b'
+import { ALL_TRAFFIC, Sandbox, SandboxNotFoundError } from 'e2b'
 import { cleanup, create, run, waitFor } from './setup.mjs'
 
 afterAll(cleanup)
@@ -145,4 +145,42 @@ test('snapshots: create, list, create from, delete', async () => {
   expect(await Sandbox.deleteSnapshot(snap.snapshotId)).toBe(true)
   expect(await Sandbox.deleteSnapshot(snap.snapshotId)).toBe(false)
   expect((await sbx.listSnapshots().nextItems())).toHaveLength(0)
+})
+
+test('fork makes running copies', async () => {
+  const sbx = await create('base', { timeoutMs: 120_000, metadata: { suite: run, role: 'parent' } })
+  const copies = await Sandbox.fork(sbx.sandboxId, { count: 2, timeoutMs: 60_000 })
+  expect(copies).toHaveLength(2)
+  for (const c of copies) {
+    expect(c).toBeInstanceOf(Sandbox)
+    expect(c.sandboxId).not.toBe(sbx.sandboxId)
+    const info = await c.getInfo()
+    await c.kill()
+    expect(info.state).toBe('running')
+    expect(info.templateId).toBe('base')
+    expect(info.metadata).toEqual({ suite: run, role: 'parent' })
+    expect(info.endAt.getTime() - Date.now()).toBeLessThanOrEqual(61_000)
+  }
+  expect((await sbx.getInfo()).state).toBe('running')
+})
+
+test('network: allowInternetAccess and updateNetwork', async () => {
+  const closed = await create('base', { allowInternetAccess: false })
+  const info = await closed.getInfo()
+  expect(info.allowInternetAccess).toBe(false)
+  expect(info.network.denyOut).toEqual(['0.0.0.0/0'])
+
+  const sbx = await create('base')
+  expect((await sbx.getInfo()).allowInternetAccess).toBe(true)
+  await sbx.updateNetwork({ denyOut: [ALL_TRAFFIC], allowOut: ['198.51.100.7', 'example.com'] })
+  const limited = await sbx.getInfo()
+  expect(limited.network.denyOut).toEqual([ALL_TRAFFIC])
+  expect(limited.network.allowOut).toEqual(['198.51.100.7/32', 'example.com'])
+  await expect(sbx.updateNetwork({ denyOut: ['10.0.0.0/8'] })).rejects.toThrow(/400: .*network.denyOut/)
+  await expect(sbx.updateNetwork({ egressProxy: { address: 'proxy:1080' } })).rejects.toThrow(/400: .*network.egressProxy/)
+  expect((await sbx.getInfo()).network.allowOut).toEqual(['198.51.100.7/32', 'example.com'])
+  await sbx.updateNetwork({})
+  const open = await sbx.getInfo()
+  expect(open.allowInternetAccess).toBe(true)
+  expect(open.network).toBeUndefined()
 })
