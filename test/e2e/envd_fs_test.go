@@ -209,6 +209,9 @@ func testEnvdWatch(ctx context.Context, t *testing.T, d *daemon, c *envdClient, 
 		if !stream.Receive() {
 			t.Fatalf("WatchDir ended (%v) having seen %v", stream.Err(), seen)
 		}
+		if fe := stream.Msg().GetFilesystem(); fe != nil && strings.Contains(fe.GetName(), ".corral-upload-") {
+			t.Errorf("the watcher saw the agent's upload file: %v", fe)
+		}
 		if fe := stream.Msg().GetFilesystem(); fe != nil && (fe.GetType() == filesystem.EventType_EVENT_TYPE_CREATE || fe.GetType() == filesystem.EventType_EVENT_TYPE_RENAME) {
 			seen[fe.GetName()] = true
 		}
