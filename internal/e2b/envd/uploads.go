@@ -7,14 +7,10 @@ import (
 	"corral/internal/agentapi"
 )
 
-// uploadTempPrefix names the agent's temporary files: a write goes to one
-// beside its target and is renamed over it, so readers never see half a
-// file (internal/agent/fs_write.go).
-const uploadTempPrefix = ".corral-upload-"
-
 // uploadFold makes a watch see an upload as envd's in-place write does:
-// the temporary file's events are dropped, and the target's arrival by
-// rename (a CREATE) is followed by a WRITE on it. One per watch stream.
+// the temporary file's events (uploadTempPrefix, watch.go) are dropped,
+// and the target's arrival by rename (a CREATE) is followed by a WRITE on
+// it. One per watch stream.
 type uploadFold struct {
 	renamed map[string]bool // directories where a temporary file was just renamed away
 }

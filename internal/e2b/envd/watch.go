@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +73,12 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 	}
 }
 
+// uploadTempPrefix names the temporary file the agent writes an upload
+// into before renaming it over its target (internal/agent/fs_write.go):
+// envd writes in place, so its watchers never see such a file, and the
+// face hides it too (the upload shows as the target's create).
+const uploadTempPrefix = ".corral-upload-"
+
 // fsEvent translates a change event; nil for one envd has no type for.
 func (s *Server) fsEvent(ctx context.Context, id, user string, ev agentapi.WatchEvent, withEntry bool) *filesystem.FilesystemEvent {
 	var t filesystem.EventType
@@ -86,6 +94,9 @@ func (s *Server) fsEvent(ctx context.Context, id, user string, ev agentapi.Watch
 	case agentapi.WatchChmod:
 		t = filesystem.EventType_EVENT_TYPE_CHMOD
 	default:
+		return nil
+	}
+	if strings.HasPrefix(path.Base(ev.Name), uploadTempPrefix) {
 		return nil
 	}
 	out := &filesystem.FilesystemEvent{Name: ev.Name, Type: t}
