@@ -18,7 +18,7 @@ type createFlags struct {
 	memory, memoryLimit                             int64
 	disk                                            float64
 	timeout, idleTimeout                            time.Duration
-	autoPause                                       bool
+	autoPause, pauseOnTimeout, autoResume           bool
 	env, tags                                       []string
 	net                                             netFlags
 	expose, exposePublic                            []int
@@ -55,6 +55,8 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	fs.DurationVar(&f.timeout, "timeout", 0, "maximum lifetime (default 5m, at most 24h)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "terminate after this long without activity")
 	fs.BoolVar(&f.autoPause, "auto-pause", false, "pause instead of terminating after --idle-timeout; the next command on the sandbox resumes it")
+	fs.BoolVar(&f.pauseOnTimeout, "pause-on-timeout", false, "pause instead of terminating when --timeout ends; a resume gives it a fresh timeout")
+	fs.BoolVar(&f.autoResume, "auto-resume", false, "with --pause-on-timeout: the next command on the paused sandbox resumes it")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable K=V (repeatable)")
 	fs.StringArrayVar(&f.tags, "tag", nil, "tag k=v (repeatable)")
 	f.net.register(fs)
@@ -78,7 +80,7 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 		Runtime: f.runtime, Image: f.image, Name: f.name, Workdir: f.workdir, User: f.user, CPU: f.cpu, CPULimit: f.cpuLimit,
 		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, DiskMB: int64(f.disk * 1024), Timeout: f.timeout.Seconds(),
 		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags, NetworkPolicy: f.net.policy(),
-		FromSnapshot: f.fromSnapshot, AutoPause: f.autoPause,
+		FromSnapshot: f.fromSnapshot, AutoPause: f.autoPause, PauseOnTimeout: f.pauseOnTimeout, AutoResume: f.autoResume,
 	}
 	if f.timeout < 0 {
 		req.Timeout = -1 // let the daemon name the problem

@@ -54,8 +54,20 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, m: cfg.Manager, log: log, mux: http.NewServeMux(),
 		red: hostpath.NewRedactor(cfg.Manager.HostPaths()...), tmpl: newTemplates(cfg.Manager, cfg.Builder, log)}
+	if !isHex(cfg.Token) {
+		log.Warn("the API token is not hex: E2B SDKs that check keys want e2b_ and hex", "op", "e2b")
+	}
 	s.routes()
 	return s
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // routes is every endpoint, as E2B's spec names them.

@@ -181,6 +181,9 @@ func TestEndings(t *testing.T) {
 		{"entrypoint exit", sandbox.Spec{Entrypoint: []string{"sh", "-c", "exit 3"}}, false, 3, sandbox.EndExited},
 		{"lifetime timeout", sandbox.Spec{Timeout: time.Second}, false, 124, sandbox.EndTimeout},
 		{"idle timeout", sandbox.Spec{IdleTimeout: time.Second}, false, 124, sandbox.EndIdleTimeout},
+		// A runtime that cannot pause ends it as the timeout would
+		// (test/e2e's TestE2BAutoResume pauses a real one).
+		{"pause on timeout, unpausable", sandbox.Spec{Timeout: time.Second, PauseOnTimeout: true}, false, 124, sandbox.EndTimeout},
 		{"agent lost", sandbox.Spec{}, true, 137, sandbox.EndCrashed},
 	}
 	for _, tt := range tests {

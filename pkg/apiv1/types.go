@@ -20,7 +20,13 @@ type CreateSandboxRequest struct {
 	IdleTimeout   float64 `json:"idle_timeout,omitempty"`
 	// AutoPause pauses the sandbox after IdleTimeout instead of ending
 	// it; the next API call on it resumes it.
-	AutoPause  bool              `json:"auto_pause,omitempty"`
+	AutoPause bool `json:"auto_pause,omitempty"`
+	// PauseOnTimeout pauses the sandbox when its lifetime ends instead of
+	// ending it; a resume gives it a fresh timeout.
+	PauseOnTimeout bool `json:"pause_on_timeout,omitempty"`
+	// AutoResume lets the next API call on the sandbox, paused by
+	// pause_on_timeout, resume it.
+	AutoResume bool              `json:"auto_resume,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	Workdir    string            `json:"workdir,omitempty"`
 	User       string            `json:"user,omitempty"`
@@ -54,27 +60,29 @@ type NetworkPolicy struct {
 
 // Sandbox is what the API reports about one sandbox.
 type Sandbox struct {
-	ID            string            `json:"id"`
-	Name          string            `json:"name,omitempty"`
-	State         string            `json:"state"`
-	Runtime       string            `json:"runtime"`
-	Image         string            `json:"image"`
-	CPU           float64           `json:"cpu"`
-	CPULimit      float64           `json:"cpu_limit"`
-	MemoryMB      int64             `json:"memory_mb"`
-	MemoryLimitMB int64             `json:"memory_limit_mb"`
-	DiskMB        int64             `json:"disk_mb"`
-	Timeout       float64           `json:"timeout"`
-	IdleTimeout   float64           `json:"idle_timeout,omitempty"`
-	AutoPause     bool              `json:"auto_pause,omitempty"`
-	Env           map[string]string `json:"env,omitempty"`
-	Workdir       string            `json:"workdir,omitempty"`
-	User          string            `json:"user,omitempty"`
-	Tags          map[string]string `json:"tags,omitempty"`
-	Entrypoint    []string          `json:"entrypoint,omitempty"`
-	Network       NetworkPolicy     `json:"network"`
-	Ports         []ExposedPort     `json:"ports,omitempty"`
-	PortToken     string            `json:"port_token,omitempty"`
+	ID             string            `json:"id"`
+	Name           string            `json:"name,omitempty"`
+	State          string            `json:"state"`
+	Runtime        string            `json:"runtime"`
+	Image          string            `json:"image"`
+	CPU            float64           `json:"cpu"`
+	CPULimit       float64           `json:"cpu_limit"`
+	MemoryMB       int64             `json:"memory_mb"`
+	MemoryLimitMB  int64             `json:"memory_limit_mb"`
+	DiskMB         int64             `json:"disk_mb"`
+	Timeout        float64           `json:"timeout"`
+	IdleTimeout    float64           `json:"idle_timeout,omitempty"`
+	AutoPause      bool              `json:"auto_pause,omitempty"`
+	PauseOnTimeout bool              `json:"pause_on_timeout,omitempty"`
+	AutoResume     bool              `json:"auto_resume,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Workdir        string            `json:"workdir,omitempty"`
+	User           string            `json:"user,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
+	Entrypoint     []string          `json:"entrypoint,omitempty"`
+	Network        NetworkPolicy     `json:"network"`
+	Ports          []ExposedPort     `json:"ports,omitempty"`
+	PortToken      string            `json:"port_token,omitempty"`
 	// EnvdAccessToken opens the sandbox's E2B envd face (X-Access-Token).
 	EnvdAccessToken string     `json:"envd_access_token,omitempty"`
 	CreatedAt       time.Time  `json:"created_at"`

@@ -70,22 +70,7 @@ func npmCache() string {
 // bash, python3, curl and git, and the create's envVars.
 func TestE2BBaseTemplate(t *testing.T) {
 	d := startDaemon(t)
-	req, err := http.NewRequest("POST", "http://"+d.addr+"/e2b/v2/sandboxes",
-		strings.NewReader(`{"templateID":"base","timeout":120,"envVars":{"GREETING":"hi"},"metadata":{"t":"base"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-API-KEY", "e2b_"+d.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var sb struct{ SandboxID, TemplateID string }
-	if err := json.Unmarshal(body, &sb); resp.StatusCode != http.StatusCreated || err != nil || sb.TemplateID != "base" {
-		t.Fatalf("create from base: %d %s", resp.StatusCode, body)
-	}
+	sb := e2bCreate(t, d, `{"templateID":"base","timeout":120,"envVars":{"GREETING":"hi"},"metadata":{"t":"base"}}`)
 	script := `id -un; id -u; pwd; echo "$HOME $GREETING"; sudo -n id -un; ` +
 		`for c in bash python3 curl git; do command -v $c >/dev/null || echo "missing $c"; done`
 	var out, errb bytes.Buffer
@@ -95,5 +80,69 @@ func TestE2BBaseTemplate(t *testing.T) {
 	}
 	if want := "user\n1000\n/home/user\n/home/user hi\nroot\n"; out.String() != want {
 		t.Fatalf("inside the base template:\n%s\nwant:\n%s(stderr: %s)", out.String(), want, errb.String())
+	}
+}
+
+// e2bCreate creates a sandbox through the E2B face.
+func e2bCreate(t *testing.T, d *daemon, body string) (sb struct{ SandboxID, TemplateID string }) {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://"+d.addr+"/e2b/v2/sandboxes", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-KEY", "e2b_"+d.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := json.Unmarshal(b, &sb); resp.StatusCode != http.StatusCreated || err != nil || sb.SandboxID == "" {
+		t.Fatalf("create %s: %d %s", body, resp.StatusCode, b)
+	}
+	return sb
+}
+
+// TestE2BAutoResume: a sandbox created with E2B's autoPause pauses when
+// its lifetime ends; with autoResume the next call on its insides resumes
+// it with a fresh lifetime, without it that call is refused and it stays
+// paused.
+func TestE2BAutoResume(t *testing.T) {
+	d := startDaemon(t)
+	ctx := context.Background()
+	resumes := e2bCreate(t, d, `{"templateID":"base","timeout":2,"autoPause":true,"autoResume":{"enabled":true}}`).SandboxID
+	stays := e2bCreate(t, d, `{"templateID":"base","timeout":2,"autoPause":true}`).SandboxID
+	for _, id := range []string{resumes, stays} {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			sb, err := d.client.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.State == "paused" {
+				if !sb.PauseOnTimeout {
+					t.Fatalf("%s: pause_on_timeout not set: %+v", id, sb)
+				}
+				break
+			}
+			if sb.State != "running" || time.Now().After(deadline) {
+				t.Fatalf("%s at the end of its lifetime: %s (%s), want paused", id, sb.State, sb.EndReason)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	var out bytes.Buffer
+	if res, err := d.client.Run(ctx, resumes, apiv1.ExecRequest{Cmd: []string{"echo", "back"}}, nil, &out, &out); err != nil || res.ExitCode != 0 || out.String() != "back\n" {
+		t.Fatalf("exec in the auto-resuming sandbox: %v %+v %q", err, res, out.String())
+	}
+	sb, err := d.client.Get(ctx, resumes)
+	if err != nil || sb.State != "running" || sb.ExpiresAt == nil || time.Until(*sb.ExpiresAt) <= 0 {
+		t.Fatalf("after the call that resumed it: %+v %v", sb, err)
+	}
+	if _, err := d.client.Run(ctx, stays, apiv1.ExecRequest{Cmd: []string{"true"}}, nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "paused") {
+		t.Fatalf("exec in a paused sandbox without autoResume: %v", err)
+	}
+	if sb, err := d.client.Get(ctx, stays); err != nil || sb.State != "paused" {
+		t.Fatalf("without autoResume: %+v %v", sb, err)
 	}
 }
