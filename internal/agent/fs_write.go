@@ -141,7 +141,8 @@ func (s *Server) writeInPlace(body io.Reader, _, host string, mode uint32, acct 
 			os.Remove(host)
 		}
 	}()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: not a regular file", errdefs.ErrInvalidArgument)
 	}
 	if !created {
@@ -149,8 +150,12 @@ func (s *Server) writeInPlace(body io.Reader, _, host string, mode uint32, acct 
 			return err
 		}
 	} else {
-		if err := f.Chmod(agentapi.FileMode(mode)); err != nil {
-			return err
+		// Only where the umask took bits: a watcher sees no needless chmod.
+		const bits = os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky
+		if want := agentapi.FileMode(mode); fi.Mode()&bits != want&bits {
+			if err := f.Chmod(want); err != nil {
+				return err
+			}
 		}
 		if chown {
 			if err := f.Chown(int(acct.uid), int(acct.gid)); err != nil {
