@@ -205,15 +205,17 @@ func testEnvdWatch(ctx context.Context, t *testing.T, d *daemon, c *envdClient, 
 	}
 	d.mustCLI("exec", id, "--", "sh", "-c", "echo y > /root/w/ex.txt")
 	seen := map[string]bool{}
-	for !seen["up.txt"] || !seen["ex.txt"] {
+	// The upload is written in place, as envd does: a watcher sees it
+	// created and written.
+	for !seen["create:up.txt"] || !seen["write:up.txt"] || !seen["create:ex.txt"] {
 		if !stream.Receive() {
 			t.Fatalf("WatchDir ended (%v) having seen %v", stream.Err(), seen)
 		}
 		if fe := stream.Msg().GetFilesystem(); fe != nil && strings.Contains(fe.GetName(), ".corral-upload-") {
 			t.Errorf("the watcher saw the agent's upload file: %v", fe)
 		}
-		if fe := stream.Msg().GetFilesystem(); fe != nil && (fe.GetType() == filesystem.EventType_EVENT_TYPE_CREATE || fe.GetType() == filesystem.EventType_EVENT_TYPE_RENAME) {
-			seen[fe.GetName()] = true
+		if fe := stream.Msg().GetFilesystem(); fe != nil {
+			seen[strings.ToLower(strings.TrimPrefix(fe.GetType().String(), "EVENT_TYPE_"))+":"+fe.GetName()] = true
 		}
 	}
 	polled := map[string]bool{}

@@ -35,7 +35,9 @@ func httpStatus(err error) int {
 	if errors.As(err, &se) {
 		return se.status
 	}
-	if errors.Is(err, errdefs.ErrResourceExhausted) && isNoSpace(err) {
+	// The agent reports a disk filled while it received the body as the
+	// body's failure (unavailable); its message still says what it was.
+	if isNoSpace(err) {
 		return http.StatusInsufficientStorage
 	}
 	return errdefs.HTTPStatus(err)
@@ -51,7 +53,7 @@ func writeError(w http.ResponseWriter, err error) {
 // are logged.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	err = s.red.Error(err)
-	if httpStatus(err) >= 500 && httpStatus(err) != http.StatusBadGateway {
+	if st := httpStatus(err); st >= 500 && st != http.StatusBadGateway && st != http.StatusInsufficientStorage {
 		s.log.Warn("envd request failed", "op", "envd", "sandbox", sandboxID(r.Header), "path", r.URL.Path, "err", err)
 	}
 	writeError(w, err)

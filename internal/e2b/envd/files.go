@@ -205,10 +205,12 @@ func rawFileName(part *multipart.Part) string {
 	return params["filename"]
 }
 
-// write writes one file, bounded to maxFileSize.
+// write writes one file in place (a watcher sees it written, as with
+// envd; a new file is 0644, an existing one keeps its mode), bounded to
+// maxFileSize.
 func (s *Server) write(r *http.Request, p, user string, body io.Reader) (fileEntry, error) {
 	lr := &limitReader{r: body, n: maxFileSize}
-	e, err := s.m.Files().Write(r.Context(), sandboxID(r.Header), p, lr, 0o644, user)
+	e, err := s.m.Files().WriteInPlace(r.Context(), sandboxID(r.Header), p, lr, 0, user)
 	if lr.over {
 		return fileEntry{}, fmt.Errorf("%w: a file over %d bytes", errdefs.ErrResourceExhausted, int64(maxFileSize))
 	}
