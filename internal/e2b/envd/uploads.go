@@ -7,7 +7,8 @@ import (
 	"corral/internal/agentapi"
 )
 
-// uploadFold makes a watch see an upload as envd's in-place write does:
+// uploadFold makes a watch see an upload by an agent that writes only
+// atomically (older than in-place writes) as envd's in-place write does:
 // the temporary file's events (uploadTempPrefix, watch.go) are dropped,
 // and the target's arrival by rename (a CREATE) is followed by a WRITE on
 // it. One per watch stream.
