@@ -170,6 +170,35 @@ func testEnvdProcess(t *testing.T, d *daemon, rt string) {
 		t.Fatalf("cat: stdout %q end %v err %v", r.stdout.String(), r.end, r.err)
 	}
 
+	// StreamInput (a client stream, over HTTP/1.1) feeds a cat too.
+	stream, err = c.proc.Start(ctx, connect.NewRequest(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = collect[process.StartResponse](stream, func(pid uint32) {
+		sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
+		in := c.proc.StreamInput(ctx)
+		msgs := []*process.StreamInputRequest{
+			{Event: &process.StreamInputRequest_Start{Start: &process.StreamInputRequest_StartEvent{Process: sel}}},
+			{Event: &process.StreamInputRequest_Data{Data: &process.StreamInputRequest_DataEvent{Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("one ")}}}}},
+			{Event: &process.StreamInputRequest_Data{Data: &process.StreamInputRequest_DataEvent{Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("two\n")}}}}},
+		}
+		for _, m := range msgs {
+			if err := in.Send(m); err != nil {
+				t.Error(err)
+			}
+		}
+		if _, err := in.CloseAndReceive(); err != nil {
+			t.Error(err)
+		}
+		if _, err := c.proc.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: sel})); err != nil {
+			t.Error(err)
+		}
+	})
+	if r.stdout.String() != "one two\n" || r.end == nil || r.end.GetExitCode() != 0 {
+		t.Fatalf("cat by StreamInput: stdout %q end %v err %v", r.stdout.String(), r.end, r.err)
+	}
+
 	testEnvdPTY(ctx, t, c)
 	testEnvdListSignal(ctx, t, c)
 

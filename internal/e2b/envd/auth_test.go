@@ -73,3 +73,23 @@ func TestTarget(t *testing.T) {
 
 // sdkVector is what e2b@2.51.0's getSignature printed for the input above.
 const sdkVector = "TxP2x49zuMAoxFBHS0OxO8i7ZFPtNVsckE2+96pF1NA"
+
+// FuzzRouting: no Host, header or query a client sends makes the routing,
+// the signature check or the user parsing panic, and what routing accepts
+// is a sandbox id and a TCP port.
+func FuzzRouting(f *testing.F) {
+	f.Add("49983-sb-abc.e2b.local", "", "", "/a", "v1_x", "123", "Basic dXNlcjo=")
+	f.Add("x", "sb-abc", "8080", "", "", "", "Basic !!")
+	f.Fuzz(func(t *testing.T, host, id, port, path, sig, exp, authz string) {
+		r := httptest.NewRequest(http.MethodGet, "/files", nil)
+		r.Host = host
+		r.Header.Set(sandboxIDHeader, id)
+		r.Header.Set(sandboxPortHeader, port)
+		r.Header.Set("Authorization", authz)
+		if gotID, gotPort, err := target(r); err == nil && (gotID == "" || gotPort < 1 || gotPort > 65535 || len(gotID) > 128) {
+			t.Errorf("target accepted id %q port %d", gotID, gotPort)
+		}
+		_ = checkSignature(path, "read", "", "tok", sig, exp, time.Unix(0, 0))
+		_, _ = userOf(r.Header)
+	})
+}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"connectrpc.com/connect"
+
 	"corral/internal/e2b/envd/gen/filesystem/filesystemconnect"
 	"corral/internal/e2b/envd/gen/process/processconnect"
 	"corral/internal/errdefs"
@@ -24,6 +26,9 @@ const Port = 49983
 // stdin:false (0.3.0), no forced default user (0.4.0), CloseStdin (0.5.2)
 // and octet-stream uploads (0.5.7); not file metadata (0.6.2).
 const Version = "0.5.7"
+
+// maxMessage bounds one Connect request message.
+const maxMessage = 8 << 20
 
 // Headers the e2b SDK sends with every envd request, and the one carrying
 // the sandbox's envd access token.
@@ -45,9 +50,11 @@ type Server struct {
 // New returns the envd face over m.
 func New(m *manager.Manager, log *slog.Logger) *Server {
 	s := &Server{m: m, log: log, red: hostpath.NewRedactor(m.HostPaths()...), rpc: http.NewServeMux(), watchers: newWatchers()}
-	path, h := processconnect.NewProcessHandler(&processService{s: s})
+	// A request message (SendInput's data the largest) is bounded.
+	limit := connect.WithReadMaxBytes(maxMessage)
+	path, h := processconnect.NewProcessHandler(&processService{s: s}, limit)
 	s.rpc.Handle(path, h)
-	path, h = filesystemconnect.NewFilesystemHandler(&filesystemService{s: s})
+	path, h = filesystemconnect.NewFilesystemHandler(&filesystemService{s: s}, limit)
 	s.rpc.Handle(path, h)
 	s.rpc.HandleFunc("GET /health", s.health)
 	s.rpc.HandleFunc("GET /files", s.downloadFile)

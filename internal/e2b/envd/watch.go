@@ -21,8 +21,9 @@ import (
 // Bounds of the polled watchers (CreateWatcher): how many the daemon keeps
 // at once, and the events one holds between two GetWatcherEvents.
 const (
-	maxWatchers      = 256
-	maxWatcherEvents = agentapi.MaxWatchQueue
+	maxWatchers        = 1024
+	maxSandboxWatchers = 32
+	maxWatcherEvents   = agentapi.MaxWatchQueue
 )
 
 func errAlreadyExists(p string) error { return fmt.Errorf("directory %s already exists", p) }
@@ -135,11 +136,8 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	}
 	ws := f.s.watchers
 	ws.prune(time.Now())
-	ws.mu.Lock()
-	n := len(ws.m)
-	ws.mu.Unlock()
-	if n >= maxWatchers {
-		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%d watchers are open already", maxWatchers))
+	if err := ws.room(id); err != nil {
+		return nil, err
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stream, err := f.s.m.Files().Watch(wctx, id, req.Msg.GetPath(), req.Msg.GetRecursive(), user)
@@ -190,6 +188,24 @@ func (w *watcher) end(err error) {
 	w.mu.Lock()
 	w.ended, w.endedAt = err, time.Now()
 	w.mu.Unlock()
+}
+
+// room refuses a watcher past the daemon's bound or past a sandbox's
+// share of it (so one sandbox's client cannot take them all).
+func (ws *watchers) room(sandbox string) error {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	mine := 0
+	for _, w := range ws.m {
+		if w.sandbox == sandbox {
+			mine++
+		}
+	}
+	if len(ws.m) >= maxWatchers || mine >= maxSandboxWatchers {
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("too many watchers: %d open for this sandbox (at most %d), %d in all (at most %d)",
+			mine, maxSandboxWatchers, len(ws.m), maxWatchers))
+	}
+	return nil
 }
 
 // get is the watcher id of sandbox, or NotFound.
