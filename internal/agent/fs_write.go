@@ -1,12 +1,14 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
@@ -19,10 +21,12 @@ const (
 	defaultDirMode  = 0o755
 )
 
-// fsWrite is PUT /v1/files?path=P[&mode=0644][&user=U]: the body is streamed
-// into a temporary file beside the target, then renamed over it, so readers
-// never see a partial file. Missing parent directories are created, owned
-// like the file.
+// fsWrite is PUT /v1/files?path=P[&mode=0644][&user=U][&inplace=1]: the body
+// is streamed into a temporary file beside the target, then renamed over
+// it, so readers never see a partial file; with inplace=1 it is written
+// into the target itself (truncated, or created), as E2B's envd does, so a
+// watcher sees the file written (an agent without inplace ignores it).
+// Missing parent directories are created, owned like the file.
 func (s *Server) fsWrite(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	mode, hasMode, err := parseMode(q.Get("mode"))
@@ -55,7 +59,11 @@ func (s *Server) fsWrite(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fsError("creating parent of", sandbox, err)
 	}
-	if err := s.writeAtomic(r.Body, dir, host, mode, acct, q.Get("user") != ""); err != nil {
+	write := s.writeAtomic
+	if q.Get("inplace") == "1" {
+		write = s.writeInPlace
+	}
+	if err := write(r.Body, dir, host, mode, acct, q.Get("user") != ""); err != nil {
 		return fsError("writing", sandbox, err)
 	}
 	info, err := s.entryInfo(host, s.newIDNames())
@@ -105,6 +113,60 @@ func (s *Server) writeAtomic(body io.Reader, dir, host string, mode uint32, acct
 		return err
 	}
 	return os.Rename(tmp.Name(), host)
+}
+
+// writeInPlace copies body into host itself: opened without following a
+// final symlink (resolve already followed the ones the sandbox made),
+// created with mode, or truncated keeping its mode and owner. A failed
+// write removes a file it created; an existing file keeps what was
+// written, as with envd.
+func (s *Server) writeInPlace(body io.Reader, _, host string, mode uint32, acct account, chown bool) (err error) {
+	// O_NONBLOCK: a FIFO planted at the path fails the open (ENXIO)
+	// instead of hanging it; it changes nothing for a regular file.
+	const flags = os.O_WRONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	f, err := os.OpenFile(host, flags|os.O_CREATE|os.O_EXCL, agentapi.FileMode(mode))
+	created := err == nil
+	if errors.Is(err, os.ErrExist) {
+		f, err = os.OpenFile(host, flags, 0)
+	}
+	if errors.Is(err, syscall.ENXIO) {
+		return fmt.Errorf("%w: not a regular file", errdefs.ErrInvalidArgument)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		f.Close()
+		if err != nil && created {
+			os.Remove(host)
+		}
+	}()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: not a regular file", errdefs.ErrInvalidArgument)
+	}
+	if !created {
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+	} else {
+		// Only where the umask took bits: a watcher sees no needless chmod.
+		const bits = os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky
+		if want := agentapi.FileMode(mode); fi.Mode()&bits != want&bits {
+			if err := f.Chmod(want); err != nil {
+				return err
+			}
+		}
+		if chown {
+			if err := f.Chown(int(acct.uid), int(acct.gid)); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := io.CopyBuffer(f, onlyReader{body}, make([]byte, copyChunk)); err != nil {
+		return fmt.Errorf("%w: receiving the body: %v", errdefs.ErrUnavailable, err)
+	}
+	return f.Close()
 }
 
 // parseMode parses an octal mode query parameter ("0644").

@@ -74,6 +74,25 @@ func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, mode o
 	return info, nil
 }
 
+// WriteFileInPlace is WriteFile into the file itself rather than through
+// a temporary file renamed over it, so watchers see a write (E2B's envd
+// semantics); readers may see a partial file meanwhile. An agent that
+// predates it writes atomically instead.
+func (c *Client) WriteFileInPlace(ctx context.Context, path string, r io.Reader, mode os.FileMode, user string) (EntryInfo, error) {
+	q := url.Values{"path": {path}, "inplace": {"1"}}
+	if mode != 0 {
+		q.Set("mode", "0"+strconv.FormatUint(uint64(UnixMode(mode)), 8))
+	}
+	if r == nil {
+		r = http.NoBody
+	}
+	var info EntryInfo
+	if err := c.exchange(ctx, http.MethodPut, c.prefix+PathFiles, userQuery(q, user), r, &info); err != nil {
+		return EntryInfo{}, fmt.Errorf("agent write %s: %w", path, err)
+	}
+	return info, nil
+}
+
 // userQuery adds user to q when it is not root's "".
 func userQuery(q url.Values, user string) url.Values {
 	if user != "" {

@@ -103,6 +103,9 @@ func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 	if len(out.Ports) > 0 {
 		out.PortToken = s.m.PortToken(sb)
 	}
+	if sb.State == sandbox.Running || sb.State == sandbox.Paused {
+		out.EnvdAccessToken = s.m.AccessToken(sb)
+	}
 	for _, p := range sb.Phases {
 		out.CreatePhases = append(out.CreatePhases, apiv1.Phase{Name: p.Name, MS: float64(p.Duration.Microseconds()) / 1000})
 	}

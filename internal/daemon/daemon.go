@@ -25,6 +25,7 @@ import (
 	"corral/internal/api"
 	"corral/internal/build"
 	"corral/internal/e2b"
+	"corral/internal/e2b/envd"
 	imagestore "corral/internal/image/store"
 	"corral/internal/manager"
 	"corral/internal/netpolicy/policy"
@@ -46,14 +47,21 @@ const (
 
 // Config is what `corral serve` is started with.
 type Config struct {
-	Listen     string
-	StateDir   string
-	RunscPath  string // default <state>/bin/runsc
-	BaseRootFS string // default <state>/rootfs/debian-bookworm
-	Platform   string
-	VMKernel   string // default <state>/vm/kernel/current
-	QEMUPath   string // default: qemu-system-x86_64 on PATH
-	VMAccel    string // "kvm", "tcg" or "" (KVM where usable)
+	Listen string
+	// EnvdListen is the address of the E2B envd face (internal/e2b/envd);
+	// empty turns it off.
+	EnvdListen string
+	// EnvdDebugSandbox (a sandbox id or name) is the sandbox the e2b SDK's
+	// debug mode (E2B_DEBUG=true, sandbox id "debug_sandbox_id") reaches
+	// through the envd face, without an access token; loopback only.
+	EnvdDebugSandbox string
+	StateDir         string
+	RunscPath        string // default <state>/bin/runsc
+	BaseRootFS       string // default <state>/rootfs/debian-bookworm
+	Platform         string
+	VMKernel         string // default <state>/vm/kernel/current
+	QEMUPath         string // default: qemu-system-x86_64 on PATH
+	VMAccel          string // "kvm", "tcg" or "" (KVM where usable)
 	// MaxSandboxes bounds live sandboxes; 0 sizes it from the machine
 	// (AutoMaxSandboxes).
 	MaxSandboxes int
@@ -178,7 +186,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := tightenState(cfg.StateDir); err != nil {
 		return err
 	}
-	return serve(ctx, cfg, handler(m, builder, token, cfg.Version, log))
+	var envdFace http.Handler
+	if cfg.EnvdListen != "" {
+		envdFace = envd.Signed(envd.New(m, log), m)
+		if cfg.EnvdDebugSandbox != "" {
+			envdFace = envd.Debug(envdFace, m, cfg.EnvdDebugSandbox)
+		}
+	}
+	return serve(ctx, cfg, handler(m, builder, token, cfg.Version, log), envdFace)
 }
 
 // handler is the API listener's: the native API, and E2B's control API
@@ -196,6 +211,9 @@ func (cfg *Config) defaults() error {
 	}
 	if !filepath.IsAbs(cfg.StateDir) {
 		return fmt.Errorf("--state-dir %q must be an absolute path", cfg.StateDir)
+	}
+	if cfg.EnvdDebugSandbox != "" && !envd.DebugListenOK(cfg.EnvdListen) {
+		return fmt.Errorf("--envd-debug-sandbox needs --envd-listen on a loopback address (it drops the access token), not %q", cfg.EnvdListen)
 	}
 	if cfg.Retention < 0 {
 		return fmt.Errorf("--retention %s: must be 0 (keep forever) or more", cfg.Retention)
@@ -223,26 +241,49 @@ func (cfg *Config) defaults() error {
 	return cfg.Shares.sized()
 }
 
-func serve(ctx context.Context, cfg Config, h http.Handler) error {
+// serve serves the API on cfg.Listen and, when envdFace is not nil, the
+// E2B envd face on cfg.EnvdListen, until ctx ends or either fails.
+func serve(ctx context.Context, cfg Config, h, envdFace http.Handler) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	srvs := []*http.Server{newServer(h)}
+	lns := []net.Listener{ln}
+	if envdFace != nil {
+		eln, err := net.Listen("tcp", cfg.EnvdListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listening on %s (--envd-listen): %w", cfg.EnvdListen, err)
+		}
+		srvs, lns = append(srvs, newServer(envdFace)), append(lns, eln)
+		cfg.Logger.Info("corral envd face serving", "listen", eln.Addr().String())
+	}
+	errc := make(chan error, len(srvs))
+	for i, srv := range srvs {
+		go func() { errc <- srv.Serve(lns[i]) }()
+	}
 	cfg.Logger.Info("corral daemon serving", "listen", ln.Addr().String(), "state_dir", cfg.StateDir, "version", cfg.Version)
 	select {
 	case err := <-errc:
+		for _, srv := range srvs {
+			srv.Close()
+		}
 		return err
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
+	for _, srv := range srvs {
+		if err := srv.Shutdown(sctx); err != nil {
+			srv.Close()
+		}
 	}
 	return nil
+}
+
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 }
 
 // lockState takes an exclusive lock so two daemons never share a state dir.

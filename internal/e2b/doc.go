@@ -19,4 +19,4 @@ package e2b
 // default user "user", 0.5.2 closeStdin, 0.5.7 octet-stream upload,
 // 0.6.2 file metadata), so it must be no higher than what the envd face
 // implements.
-const EnvdVersion = "0.2.0"
+const EnvdVersion = "0.5.7"

@@ -75,6 +75,17 @@ func (s Files) Write(ctx context.Context, id, path string, r io.Reader, mode os.
 	return t.agent.WriteFile(ctx, t.path, r, mode, t.user)
 }
 
+// WriteInPlace is Write into the file itself (agentapi's
+// WriteFileInPlace): watchers see it written, readers may see it partial.
+func (s Files) WriteInPlace(ctx context.Context, id, path string, r io.Reader, mode os.FileMode, user string) (agentapi.EntryInfo, error) {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return agentapi.EntryInfo{}, err
+	}
+	defer t.release()
+	return t.agent.WriteFileInPlace(ctx, t.path, r, mode, t.user)
+}
+
 // Stat describes path (a final symlink itself).
 func (s Files) Stat(ctx context.Context, id, path, user string) (agentapi.EntryInfo, error) {
 	t, err := s.open(ctx, id, path, user)

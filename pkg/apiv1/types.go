@@ -87,18 +87,20 @@ type Sandbox struct {
 	Network        NetworkPolicy     `json:"network"`
 	// Address is the sandbox's IPv4 address and Gateway the daemon's side
 	// of its link (default route and resolver), while it has a network.
-	Address      string        `json:"address,omitempty"`
-	Gateway      string        `json:"gateway,omitempty"`
-	Ports        []ExposedPort `json:"ports,omitempty"`
-	PortToken    string        `json:"port_token,omitempty"`
-	CreatedAt    time.Time     `json:"created_at"`
-	StartedAt    *time.Time    `json:"started_at,omitempty"`
-	EndedAt      *time.Time    `json:"ended_at,omitempty"`
-	ExpiresAt    *time.Time    `json:"expires_at,omitempty"`
-	ExitCode     *int          `json:"exit_code,omitempty"`
-	EndReason    string        `json:"end_reason,omitempty"`
-	Error        string        `json:"error,omitempty"`
-	AgentVersion string        `json:"agent_version,omitempty"`
+	Address   string        `json:"address,omitempty"`
+	Gateway   string        `json:"gateway,omitempty"`
+	Ports     []ExposedPort `json:"ports,omitempty"`
+	PortToken string        `json:"port_token,omitempty"`
+	// EnvdAccessToken opens the sandbox's E2B envd face (X-Access-Token).
+	EnvdAccessToken string     `json:"envd_access_token,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	EndedAt         *time.Time `json:"ended_at,omitempty"`
+	ExpiresAt       *time.Time `json:"expires_at,omitempty"`
+	ExitCode        *int       `json:"exit_code,omitempty"`
+	EndReason       string     `json:"end_reason,omitempty"`
+	Error           string     `json:"error,omitempty"`
+	AgentVersion    string     `json:"agent_version,omitempty"`
 	// RuntimeInfo describes the sandbox's machine (vm: accel "kvm" or
 	// "tcg", machine, kernel, vcpus, ram_mb, boot_ms).
 	RuntimeInfo map[string]string `json:"runtime_info,omitempty"`

@@ -18,8 +18,12 @@ import (
 
 // TestE2BSDK runs the npm project test/e2b-js (the official e2b SDK,
 // pinned, unchanged, under vitest) against a daemon: E2B_API_URL is its
-// /e2b prefix and E2B_API_KEY e2b_ and its token. It fails with vitest's
-// output.
+// /e2b prefix, E2B_API_KEY e2b_ and its token, E2B_SANDBOX_URL its envd
+// face. Then the SDK's debug mode (E2B_DEBUG=true: no control plane, one
+// sandbox, no access token) runs the commands and files tests against the
+// sandbox the daemon's --envd-debug-sandbox names. Each fails with
+// vitest's output. E2B_JS_FILES (vitest filters, space-separated) narrows
+// the first run.
 func TestE2BSDK(t *testing.T) {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
@@ -29,8 +33,8 @@ func TestE2BSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, "--metrics-interval", "1s")
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	d := startDaemon(t, "--metrics-interval", "1s", "--envd-debug-sandbox", e2bDebugSandbox)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	npmEnv := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",
 		"npm_config_update_notifier=false")
@@ -39,16 +43,15 @@ func TestE2BSDK(t *testing.T) {
 	if out, err := ci.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci in test/e2b-js: %v\n%s", err, out)
 	}
-	var out bytes.Buffer
-	vt := exec.CommandContext(ctx, filepath.Join(proj, "node_modules", ".bin", "vitest"), "run")
-	vt.Dir, vt.Stdout, vt.Stderr = proj, &out, &out
-	vt.Env = append(npmEnv, "E2B_API_URL=http://"+d.addr+"/e2b", "E2B_API_KEY=e2b_"+d.token,
-		"E2B_SANDBOX_URL=http://127.0.0.1:1", "E2B_DEBUG=false", "NO_COLOR=1", "CI=1")
-	err = vt.Run()
-	t.Logf("vitest:\n%s", out.String())
-	if err != nil {
-		t.Fatalf("vitest run in test/e2b-js: %v (its output above)", err)
-	}
+	env := append(npmEnv, "E2B_API_URL=http://"+d.addr+"/e2b", "E2B_API_KEY=e2b_"+d.token,
+		"E2B_SANDBOX_URL=http://"+d.envd, "NO_COLOR=1", "CI=1")
+	t.Run("sdk", func(t *testing.T) {
+		vitest(ctx, t, proj, append(env, "E2B_DEBUG=false"), strings.Fields(os.Getenv("E2B_JS_FILES"))...)
+	})
+	t.Run("debug", func(t *testing.T) {
+		startDebugSandbox(ctx, t, d)
+		vitest(ctx, t, proj, append(env, "E2B_DEBUG=true"), "tests/commands.test.mjs", "tests/files.test.mjs")
+	})
 }
 
 // npmCache is npm's cache: the machine's shared one for root, kept

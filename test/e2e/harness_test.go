@@ -75,6 +75,7 @@ type daemon struct {
 	t      testing.TB
 	state  string
 	addr   string
+	envd   string   // the envd face's address (--envd-listen)
 	net    []string // network flags, fixed for the daemon's life
 	token  string
 	cmd    *exec.Cmd
@@ -104,8 +105,11 @@ func startDaemonTee(t testing.TB, tee io.Writer, extra ...string) *daemon {
 	}
 	// No warm pool unless the test asks for one (a flag given later wins):
 	// pools fill in the background, and most tests count sandboxes.
-	flags := append(testNetFlags(t), "--warm-pool", "0")
-	d := &daemon{t: t, state: state, addr: freeAddr(t), net: append(flags, extra...), tee: tee}
+	// The envd face listens on a port of its own for each daemon (its
+	// default, 49983, is one per host).
+	envd := freeAddr(t)
+	flags := append(testNetFlags(t), "--warm-pool", "0", "--envd-listen", envd)
+	d := &daemon{t: t, state: state, addr: freeAddr(t), envd: envd, net: append(flags, extra...), tee: tee}
 	d.start()
 	t.Cleanup(func() { d.teardown() })
 	return d

@@ -1,0 +1,53 @@
+package envd
+
+import (
+	"crypto/subtle"
+	"net/http"
+
+	"corral/internal/manager"
+	"corral/internal/sandbox"
+)
+
+// Signed wraps the envd face h so a signed /files URL needs no routing:
+// the SDK builds it on E2B_SANDBOX_URL, which names no sandbox, and
+// whoever is handed the URL sends no E2b-Sandbox-Id header. A /files
+// request with a signature and no sandbox named (by header or by a Host
+// of <port>-<id>.<domain>) goes to the running sandbox whose access token
+// makes that signature; none does: 401 "invalid signature", as a forged
+// one gets. The token check itself stays h's.
+func Signed(h http.Handler, m *manager.Manager) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.URL.Path != "/files" || r.Header.Get(sandboxIDHeader) != "" || !q.Has(signatureQuery) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if _, _, err := target(r); err == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		op := "read"
+		if r.Method == http.MethodPost {
+			op = "write"
+		}
+		raw := q.Get("path") + ":" + op + ":" + q.Get("username") + ":"
+		suffix := ""
+		if q.Has(expirationQuery) {
+			suffix = ":" + q.Get(expirationQuery)
+		}
+		sbs, err := m.List(r.Context())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		sig := []byte(q.Get(signatureQuery))
+		for _, sb := range sbs {
+			if sb.State == sandbox.Running && subtle.ConstantTimeCompare([]byte(Sign(raw+m.AccessToken(sb)+suffix)), sig) == 1 {
+				r.Header.Set(sandboxIDHeader, sb.ID)
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		unauthorized(w, msgInvalidSignature)
+	})
+}
