@@ -50,6 +50,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	f.StringVar(&cfg.EnvdListen, "envd-listen", "127.0.0.1:49983", "address of the E2B envd face (E2B clients' E2B_SANDBOX_URL); empty: off")
 	f.StringVar(&cfg.EnvdDebugSandbox, "envd-debug-sandbox", "", "sandbox (id or name) the E2B SDK's debug mode (E2B_DEBUG=true) reaches through the envd face, with no access token; needs a loopback --envd-listen")
+	f.StringVar(&cfg.E2BRuntime, "e2b-runtime", "", "runtime of the sandboxes E2B clients create from a template: gvisor (the default) or vm; a memory snapshot's copy keeps the snapshot's")
 	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/corral", "state directory (records, token, sandboxes, caches)")
 	f.StringVar(&cfg.RunscPath, "runsc", "", "runsc binary (default <state-dir>/bin/runsc)")
 	f.StringVar(&cfg.BaseRootFS, "base-rootfs", "", "root filesystem of the base image (default <state-dir>/rootfs/debian-bookworm)")

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"corral/internal/runtime"
 	"corral/internal/runtime/gvisor"
 	"corral/internal/runtime/vm"
+	"corral/internal/sandbox"
 	"corral/internal/seal"
 )
 
@@ -51,6 +53,9 @@ type Config struct {
 	// EnvdListen is the address of the E2B envd face (internal/e2b/envd);
 	// empty turns it off.
 	EnvdListen string
+	// E2BRuntime is the runtime of sandboxes E2B clients create from a
+	// template ("": gvisor); E2B's API has no field for it.
+	E2BRuntime string
 	// EnvdDebugSandbox (a sandbox id or name) is the sandbox the e2b SDK's
 	// debug mode (E2B_DEBUG=true, sandbox id "debug_sandbox_id") reaches
 	// through the envd face, without an access token; loopback only.
@@ -193,14 +198,15 @@ func Run(ctx context.Context, cfg Config) error {
 			envdFace = envd.Debug(envdFace, m, cfg.EnvdDebugSandbox)
 		}
 	}
-	return serve(ctx, cfg, handler(m, builder, token, cfg.Version, log), envdFace)
+	return serve(ctx, cfg, handler(m, builder, token, cfg, log), envdFace)
 }
 
 // handler is the API listener's: the native API, and E2B's control API
 // under /e2b (its key is e2b_ and the same token).
-func handler(m *manager.Manager, b *build.Builder, token, version string, log *slog.Logger) http.Handler {
+func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, log *slog.Logger) http.Handler {
+	version := cfg.Version
 	mux := http.NewServeMux()
-	mux.Handle("/e2b/", http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Log: log})))
+	mux.Handle("/e2b/", http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log})))
 	mux.Handle("/", api.New(m, b, token, version, log))
 	return mux
 }
@@ -214,6 +220,9 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.EnvdDebugSandbox != "" && !envd.DebugListenOK(cfg.EnvdListen) {
 		return fmt.Errorf("--envd-debug-sandbox needs --envd-listen on a loopback address (it drops the access token), not %q", cfg.EnvdListen)
+	}
+	if cfg.E2BRuntime != "" && !slices.Contains(sandbox.Runtimes, cfg.E2BRuntime) {
+		return fmt.Errorf("--e2b-runtime %q: want one of %s", cfg.E2BRuntime, strings.Join(sandbox.Runtimes, ", "))
 	}
 	if cfg.Retention < 0 {
 		return fmt.Errorf("--retention %s: must be 0 (keep forever) or more", cfg.Retention)

@@ -70,10 +70,14 @@ func (s *Server) specOf(ctx context.Context, req newSandbox) (sandbox.Spec, erro
 		return sandbox.Spec{}, err
 	}
 	tags[templateTag] = tmpl.ID
-	return sandbox.Spec{
+	spec := sandbox.Spec{
 		Image: tmpl.Image, FromSnapshot: tmpl.FromSnapshot, Timeout: timeout, Env: req.EnvVars, Tags: tags,
 		Network: net, PauseOnTimeout: pauseOnTimeout, AutoResume: autoResume,
-	}, nil
+	}
+	if tmpl.FromSnapshot == "" {
+		spec.Runtime = s.cfg.Runtime
+	}
+	return spec, nil
 }
 
 // refuseUnsupported names the create fields Corral cannot honour.

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -37,7 +38,10 @@ type env struct {
 	srv *httptest.Server
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvRuntime(t, "") }
+
+// newEnvRuntime is newEnv with rt as the E2B face's runtime (Config.Runtime).
+func newEnvRuntime(t *testing.T, rt string) *env {
 	t.Helper()
 	dir := t.TempDir()
 	rec, err := records.Open(context.Background(), filepath.Join(dir, "corral.db"), seal.Generate())
@@ -47,7 +51,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { rec.Close() })
 	m, err := manager.New(context.Background(), manager.Config{
 		StateDir: dir, BaseRootFS: "/", AgentBinary: "/proc/self/exe", Records: rec,
-		Runtimes: map[string]runtime.Runtime{"gvisor": inproc.New("gvisor")}, MaxSandboxes: 8,
+		Runtimes: map[string]runtime.Runtime{"gvisor": inproc.New("gvisor"), "vm": inproc.New("vm")}, MaxSandboxes: 8,
 		Logger: slog.New(slog.DiscardHandler), AgentTimeout: 10 * time.Second, MetricsInterval: 100 * time.Millisecond,
 	})
 	if err != nil {
@@ -55,7 +59,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(m.Close)
 	mux := http.NewServeMux()
-	mux.Handle("/e2b/", http.StripPrefix("/e2b", New(Config{Manager: m, Token: testToken, Log: slog.New(slog.DiscardHandler)})))
+	mux.Handle("/e2b/", http.StripPrefix("/e2b", New(Config{Manager: m, Token: testToken, Runtime: rt, Log: slog.New(slog.DiscardHandler)})))
 	e := &env{t: t, m: m, srv: httptest.NewServer(mux)}
 	t.Cleanup(e.srv.Close)
 	return e
@@ -215,6 +219,21 @@ func TestBadInput(t *testing.T) {
 	var all []listedSandbox
 	if err := json.Unmarshal(b, &all); st != 200 || err != nil || len(all) != 1 {
 		t.Fatalf("after bad input the list is %d %s", st, b)
+	}
+}
+
+// The operator's --e2b-runtime decides the runtime of what E2B clients
+// create from a template (their API has no field for it).
+func TestRuntimeChoice(t *testing.T) {
+	for _, rt := range []string{"", "gvisor", "vm"} {
+		e := newEnvRuntime(t, rt)
+		sb, err := e.m.Get(context.Background(), e.create(`{"templateID":"base"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := cmp.Or(rt, "gvisor"); sb.Spec.Runtime != want {
+			t.Errorf("with Runtime %q the sandbox runs on %q, want %q", rt, sb.Spec.Runtime, want)
+		}
 	}
 }
 

@@ -32,7 +32,12 @@ type Config struct {
 	// Domain is what responses give as the sandboxes' domain ("": none,
 	// the SDK keeps its own, E2B_DOMAIN).
 	Domain string
-	Log    *slog.Logger
+	// Runtime is the runtime of the sandboxes E2B clients create from an
+	// image ("": the daemon's default, gvisor); a memory snapshot's copy
+	// keeps the snapshot's. E2B's API has no field for it, so it is the
+	// operator's choice (corral serve --e2b-runtime).
+	Runtime string
+	Log     *slog.Logger
 }
 
 // Server is the E2B control API, to be mounted with the prefix /e2b

@@ -23,7 +23,8 @@ import (
 // sandbox, no access token) runs the commands and files tests against the
 // sandbox the daemon's --envd-debug-sandbox names. Each fails with
 // vitest's output. E2B_JS_FILES (vitest filters, space-separated) narrows
-// the first run.
+// the first run. Last, the commands tests run on vm sandboxes, against a
+// daemon whose E2B face creates them there (--e2b-runtime vm).
 func TestE2BSDK(t *testing.T) {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
@@ -51,6 +52,19 @@ func TestE2BSDK(t *testing.T) {
 	t.Run("debug", func(t *testing.T) {
 		startDebugSandbox(ctx, t, d)
 		vitest(ctx, t, proj, append(env, "E2B_DEBUG=true"), "tests/commands.test.mjs", "tests/files.test.mjs")
+	})
+	t.Run("vm", func(t *testing.T) {
+		// E2B's API has no runtime field: the operator's --e2b-runtime vm
+		// puts what its clients create on QEMU guests, and the SDK's
+		// commands run there the same.
+		vd := startDaemon(t, "--e2b-runtime", "vm")
+		probe := e2bCreate(t, vd, `{"templateID":"base","timeout":120}`)
+		if sb, err := vd.client.Get(ctx, probe.SandboxID); err != nil || sb.Runtime != "vm" {
+			t.Fatalf("a create through the E2B face of a --e2b-runtime vm daemon: %+v %v", sb, err)
+		}
+		venv := append(npmEnv, "E2B_API_URL=http://"+vd.addr+"/e2b", "E2B_API_KEY=e2b_"+vd.token,
+			"E2B_SANDBOX_URL=http://"+vd.envd, "NO_COLOR=1", "CI=1", "E2B_DEBUG=false")
+		vitest(ctx, t, proj, venv, "tests/commands.test.mjs")
 	})
 }
 
