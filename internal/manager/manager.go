@@ -358,7 +358,7 @@ func (m *Manager) acquire(ctx context.Context, id string) (*acquired, error) {
 		return nil, err
 	}
 	c, rec, release, err := h.Acquire()
-	if err != nil && h.State() == sandbox.Paused && autoResumes(h.Record().Spec) {
+	if err != nil && h.State() == sandbox.Paused && h.Record().Spec.ResumesOnCall() {
 		rctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
 		_, rerr := m.Resume(rctx, id)
 		cancel()
@@ -372,9 +372,6 @@ func (m *Manager) acquire(ctx context.Context, id string) (*acquired, error) {
 	return &acquired{h: h, agent: c, rec: rec, release: release}, nil
 }
 
-// autoResumes reports whether the next call on a paused sandbox of spec
-// resumes it.
-func autoResumes(spec sandbox.Spec) bool { return spec.AutoPause || spec.AutoResume }
 
 // acquired is a running sandbox's agent, held for one service call.
 type acquired struct {

@@ -310,3 +310,7 @@ func (s *Spec) Exposed(p int) (ExposedPort, bool) {
 	}
 	return ExposedPort{}, false
 }
+
+// ResumesOnCall reports whether the next call on the insides of a paused
+// sandbox of this spec resumes it (auto_pause, auto_resume).
+func (s Spec) ResumesOnCall() bool { return s.AutoPause || s.AutoResume }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"corral/pkg/apiv1"
 )
 
@@ -125,8 +127,9 @@ func TestE2BAutoResume(t *testing.T) {
 	d := startDaemon(t)
 	ctx := context.Background()
 	resumes := e2bCreate(t, d, `{"templateID":"base","timeout":2,"autoPause":true,"autoResume":{"enabled":true}}`).SandboxID
+	viaEnvd := e2bCreate(t, d, `{"templateID":"base","timeout":2,"autoPause":true,"autoResume":{"enabled":true}}`).SandboxID
 	stays := e2bCreate(t, d, `{"templateID":"base","timeout":2,"autoPause":true}`).SandboxID
-	for _, id := range []string{resumes, stays} {
+	for _, id := range []string{resumes, viaEnvd, stays} {
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			sb, err := d.client.Get(ctx, id)
@@ -155,6 +158,24 @@ func TestE2BAutoResume(t *testing.T) {
 	}
 	if _, err := d.client.Run(ctx, stays, apiv1.ExecRequest{Cmd: []string{"true"}}, nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "paused") {
 		t.Fatalf("exec in a paused sandbox without autoResume: %v", err)
+	}
+	// A call through the envd face (the SDK's commands) resumes it too;
+	// without autoResume the face answers 502, as for a sandbox that is
+	// gone, and the sandbox stays paused.
+	c := newEnvd(t, d, viaEnvd, accessToken(t, d, viaEnvd), true)
+	stream, err := c.proc.Start(ctx, connect.NewRequest(start("echo", "via envd")))
+	if err != nil {
+		t.Fatalf("envd start in the auto-resuming sandbox: %v", err)
+	}
+	if r := collect(stream, nil); r.err != nil || r.stdout.String() != "via envd\n" {
+		t.Fatalf("envd start in the auto-resuming sandbox: %q %v", r.stdout.String(), r.err)
+	}
+	if sb, err := d.client.Get(ctx, viaEnvd); err != nil || sb.State != "running" {
+		t.Fatalf("after the envd call that resumed it: %+v %v", sb, err)
+	}
+	c = newEnvd(t, d, stays, accessToken(t, d, stays), true)
+	if st, body := c.do(t, "GET", nil, "", "", nil, nil); st != http.StatusBadGateway {
+		t.Errorf("envd /files on a paused sandbox without autoResume: %d %s, want 502", st, body)
 	}
 	if sb, err := d.client.Get(ctx, stays); err != nil || sb.State != "paused" {
 		t.Fatalf("without autoResume: %+v %v", sb, err)

@@ -32,11 +32,13 @@ const (
 )
 
 // authorized checks the envd access token, or a /files request's URL
-// signature, and answers 401 (or 502 for a sandbox that is not running)
-// itself when neither holds.
+// signature, and answers 401 (or 502 for a sandbox that is not running
+// and does not resume on a call) itself when neither holds.
 func (s *Server) authorized(w http.ResponseWriter, r *http.Request, id string) bool {
 	sb, err := s.record(r.Context(), id)
-	if err != nil || sb.State != sandbox.Running {
+	// A paused sandbox that resumes on the next call (E2B's autoResume)
+	// is let through: the manager resumes it for the call.
+	if err != nil || sb.State != sandbox.Running && !(sb.State == sandbox.Paused && sb.Spec.ResumesOnCall()) {
 		writeError(w, errBadGateway)
 		return false
 	}
