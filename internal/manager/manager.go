@@ -372,7 +372,6 @@ func (m *Manager) acquire(ctx context.Context, id string) (*acquired, error) {
 	return &acquired{h: h, agent: c, rec: rec, release: release}, nil
 }
 
-
 // acquired is a running sandbox's agent, held for one service call.
 type acquired struct {
 	h       *handle.Handle
