@@ -99,24 +99,28 @@ true`)
 	}
 	checkBoundedMount(t, filepath.Join(dir, "chan"), chanBound)
 
-	// /dev/shm and /tmp are the sentry's memory (runsc mounts a tmpfs at
-	// /tmp), not host disk; the root's writable layer is a file runsc
-	// keeps open and unlinked under upper/ (du does not see it), which
-	// --disk bounds.
+	// /dev/shm is the sentry's memory (a tmpfs of half the sandbox's
+	// memory), not host disk; /tmp is part of the root's writable layer, a
+	// file runsc keeps open and unlinked under upper/ (du does not see
+	// it), which --disk bounds.
 	out = d.mustCLI("exec", id, "--", "sh", "-c", `
-head -c 67108864 /dev/zero > /dev/shm/fill; echo "shm=$?"
-head -c 134217728 /dev/zero > /tmp/fill; echo "tmp=$?"
-rm -f /dev/shm/fill /tmp/fill`)
+head -c 67108864 /dev/zero > /dev/shm/fill; echo "shm=$?"; rm -f /dev/shm/fill`)
+	shmLayer := filestoreBytes(t, dir)
+	out += d.mustCLI("exec", id, "--", "sh", "-c", `
+head -c 134217728 /dev/zero > /tmp/fill; echo "tmp=$?"; rm -f /tmp/fill`)
 	layer := filestoreBytes(t, dir)
 	out += d.mustCLI("exec", id, "--", "sh", "-c", `
 head -c 402653184 /dev/zero > /root/fill 2>/dev/null; echo "root=$?"; rm -f /root/fill`)
-	t.Logf("64 MiB into /dev/shm, 128 MiB into /tmp, 384 MiB into / on a 256 MiB disk: %s; the layer's file: %d KiB after /tmp, %d KiB after /",
-		strings.Join(strings.Fields(out), " "), layer>>10, filestoreBytes(t, dir)>>10)
+	t.Logf("64 MiB into /dev/shm, 128 MiB into /tmp, 384 MiB into / on a 256 MiB disk: %s; the layer's file: %d KiB after /dev/shm, %d KiB after /tmp, %d KiB after /",
+		strings.Join(strings.Fields(out), " "), shmLayer>>10, layer>>10, filestoreBytes(t, dir)>>10)
 	if !strings.Contains(out, "shm=0") || !strings.Contains(out, "tmp=0") || !strings.Contains(out, "root=1") {
 		t.Errorf("the writes did not go as expected: %s", out)
 	}
-	if layer > 16<<20 {
-		t.Errorf("/dev/shm and /tmp landed on the host's disk: the layer's file holds %d KiB", layer>>10)
+	if shmLayer > 16<<20 {
+		t.Errorf("/dev/shm landed on the host's disk: the layer's file holds %d KiB", shmLayer>>10)
+	}
+	if layer < 96<<20 {
+		t.Errorf("/tmp is not on the writable layer: its file holds %d KiB after 128 MiB into /tmp", layer>>10)
 	}
 	if l := filestoreBytes(t, dir); l > 256<<20+8<<20 {
 		t.Errorf("the writable layer's file holds %d KiB, past the 256 MiB disk", l>>10)
