@@ -14,7 +14,8 @@ import (
 // sdk/typescript/test, which need no npm install: the SDK has no
 // dependencies) against a daemon it starts, handed over as CORRAL_URL and
 // CORRAL_TOKEN; CORRAL_TS_VM adds the vm create and exec test when the
-// guest kernel is installed. It fails with node's output.
+// guest kernel is installed. It fails with node's output. Then the
+// example program examples/typescript/agent.mjs runs against the daemon.
 func TestTypeScriptSDK(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -38,5 +39,13 @@ func TestTypeScriptSDK(t *testing.T) {
 	t.Logf("node --test:\n%s", out.String())
 	if err != nil {
 		t.Fatalf("node --test sdk/typescript/test: %v (its output above)", err)
+	}
+	// The README's example program runs as written.
+	ex := exec.CommandContext(ctx, node, "agent.mjs")
+	ex.Dir, ex.Env = filepath.Join(dir, "..", "..", "examples", "typescript"), env
+	exOut, err := ex.CombinedOutput()
+	t.Logf("examples/typescript/agent.mjs:\n%s", exOut)
+	if err != nil || !bytes.Contains(exOut, []byte(`stdout: {"answer": 42}`)) || !bytes.Contains(exOut, []byte("out.txt: done")) {
+		t.Fatalf("examples/typescript/agent.mjs: %v (its output above)", err)
 	}
 }

@@ -57,7 +57,9 @@ test("pause, resume, memory snapshot, a copy from it, fork", { skip }, async (t)
 
   const snap = await sb.snapshot({ name: `ts-snap-${process.pid}-${Date.now()}` });
   assert.match(snap.id, /^snap-/);
-  const copy = await newSandbox(t, { fromSnapshot: snap.name });
+  // The copy's image, runtime and resources are the snapshot's.
+  const copy = await Sandbox.create({ fromSnapshot: snap.name, tags: { test: "ts-sdk" } });
+  t.after(() => copy.terminate().catch(() => {}));
   assert.notEqual(copy.sandboxId, sb.sandboxId);
   assert.equal(await copy.files.readText("/root/state.txt"), "kept");
 
