@@ -42,7 +42,7 @@ test("a 100 MB file round trip, streamed both ways, byte-identical", { skip, tim
   async function* source() {
     for (let i = 0; i < size / chunk; i++) {
       const b = Buffer.alloc(chunk);
-      for (let j = 0; j < chunk; j += 4) b.writeUInt32LE((i * chunk + j) ^ 0x9e3779b9, j);
+      for (let j = 0; j < chunk; j += 4) b.writeUInt32LE(((i * chunk + j) ^ 0x9e3779b9) >>> 0, j);
       sent.update(b);
       yield b;
     }

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Sandbox, NotFoundError, ConflictError } from "../src/index.js";
+import { Sandbox, CorralError } from "../src/index.js";
 import { skip, newSandbox } from "../test-helpers.mjs";
 
 test("create, fromId, fromName, list by tags, setTags, setTimeout, terminate", { skip }, async (t) => {
@@ -36,7 +36,7 @@ test("create, fromId, fromName, list by tags, setTags, setTimeout, terminate", {
   await sb.terminate();
   assert.ok(sb.info.ended_at);
   assert.equal((await sb.wait()).exit_code, 137);
-  await assert.rejects(sb.exec(["true"]), (e) => e instanceof ConflictError || e instanceof NotFoundError);
+  await assert.rejects(sb.exec(["true"]), (e) => e instanceof CorralError && e.status >= 400 && e.status < 500);
 });
 
 test("cmd is the sandbox's entrypoint; wait returns its exit code", { skip }, async (t) => {
