@@ -5,8 +5,8 @@ import { ConnectionError, CorralError } from "./errors.js";
 import { describe, enc } from "./client.js";
 import { OutputStream } from "./stream.js";
 
-/** The end of a process, as the daemon reports it. */
 /**
+ * The end of a process, as the daemon reports it.
  * @typedef {{exitCode: number, signal?: string, timedOut: boolean, oomKilled: boolean, error?: string}} ExitInfo
  */
 
@@ -34,6 +34,7 @@ export class ContainerProcess {
     this.stdin = new StdinWriter(this);
     /** @type {Promise<void>} */
     this._started = new Promise((res, rej) => ((this._startOk = res), (this._startFail = rej)));
+    this._started.catch(() => {}); // a stream that breaks first rejects it; wait() reports that
     this._ended = this._pump(resp);
     this._ended.catch(() => {});
   }
