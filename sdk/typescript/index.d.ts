@@ -1,0 +1,261 @@
+// Type definitions of corral-sdk (hand-written; the package is plain ESM).
+
+/** Where the daemon is. Default: CORRAL_URL (else http://127.0.0.1:7070) and CORRAL_TOKEN (else the file CORRAL_TOKEN_FILE, else /var/lib/corral/token). */
+export interface ClientOptions {
+  url?: string;
+  token?: string;
+  /** An existing connection (url and token are then ignored). */
+  client?: Client;
+}
+
+export declare const DEFAULT_URL: string;
+export declare const DEFAULT_TOKEN_FILE: string;
+
+/** A connection to a Corral daemon. */
+export declare class Client {
+  constructor(opts?: { url?: string; token?: string });
+  readonly url: string;
+  readonly token: string;
+  request(
+    method: string,
+    path: string,
+    opts?: { query?: Record<string, unknown>; json?: unknown; body?: BodyInit; signal?: AbortSignal; headers?: Record<string, string> },
+  ): Promise<Response>;
+  json<T = any>(method: string, path: string, opts?: { query?: Record<string, unknown>; json?: unknown; body?: BodyInit }): Promise<T>;
+}
+
+export interface NetworkPolicy {
+  block_network?: boolean;
+  cidr_allowlist?: string[];
+  domain_allowlist?: string[];
+}
+
+export interface ExposedPort {
+  port: number;
+  public?: boolean;
+  url?: string;
+}
+
+/** A sandbox's record, as the API reports it (snake_case, as on the wire). */
+export interface SandboxInfo {
+  id: string;
+  name?: string;
+  state: "creating" | "running" | "paused" | "stopping" | "stopped" | "failed" | string;
+  runtime: "gvisor" | "vm" | string;
+  image: string;
+  cpu: number;
+  cpu_limit: number;
+  memory_mb: number;
+  memory_limit_mb: number;
+  disk_mb: number;
+  timeout: number;
+  idle_timeout?: number;
+  env?: Record<string, string>;
+  workdir?: string;
+  user?: string;
+  tags?: Record<string, string>;
+  entrypoint?: string[];
+  network: NetworkPolicy;
+  address?: string;
+  gateway?: string;
+  ports?: ExposedPort[];
+  port_token?: string;
+  envd_access_token?: string;
+  created_at: string;
+  started_at?: string;
+  ended_at?: string;
+  expires_at?: string;
+  exit_code?: number;
+  end_reason?: string;
+  error?: string;
+  agent_version?: string;
+  runtime_info?: Record<string, string>;
+  from_snapshot?: string;
+  [key: string]: unknown;
+}
+
+export interface CreateOptions extends ClientOptions {
+  /** Image reference; default the daemon's base image. */
+  image?: string;
+  runtime?: "gvisor" | "vm";
+  /** Cores: one number (request and limit), or [request, limit]. */
+  cpu?: number | [number, number];
+  /** MiB: one number (request), or [request, limit]. */
+  memory?: number | [number, number];
+  /** Disk MiB. */
+  disk?: number;
+  /** Lifetime in seconds. */
+  timeout?: number;
+  idleTimeout?: number;
+  workdir?: string;
+  user?: string;
+  env?: Record<string, string>;
+  /** Unique among live sandboxes. */
+  name?: string;
+  tags?: Record<string, string>;
+  blockNetwork?: boolean;
+  cidrAllowlist?: string[];
+  domainAllowlist?: string[];
+  /** Ports reachable through the daemon. */
+  expose?: Array<number | { port: number; public?: boolean }>;
+  /** Start as a copy of this memory snapshot (id or name). */
+  fromSnapshot?: string;
+  /** The sandbox's entrypoint (default: it idles until its timeout). */
+  cmd?: string[];
+}
+
+export interface ExecOptions {
+  workdir?: string;
+  env?: Record<string, string>;
+  user?: string;
+  /** Seconds; then the process is killed and exit.timedOut is true. */
+  timeout?: number;
+  /** A terminal: true (80x24) or a size; its output comes on stdout. */
+  pty?: boolean | { cols: number; rows: number };
+  /** Open stdin (default true); false gives the process an empty one. */
+  stdin?: boolean;
+  /** Timeout, kill and disconnect reach every descendant. */
+  killTree?: boolean;
+}
+
+export interface ExitInfo {
+  exitCode: number;
+  signal?: string;
+  timedOut: boolean;
+  oomKilled: boolean;
+  error?: string;
+}
+
+/** One output of a process. Iterating it yields lines (without "\n") as they arrive; read it once. */
+export declare class OutputStream implements AsyncIterable<string> {
+  [Symbol.asyncIterator](): AsyncIterator<string>;
+  lines(): AsyncGenerator<string>;
+  text(): AsyncGenerator<string>;
+  chunks(): AsyncGenerator<Uint8Array>;
+  readText(): Promise<string>;
+  readBytes(): Promise<Uint8Array>;
+}
+
+export declare class StdinWriter {
+  /** Resolves once the daemon took the data; writes go in order. */
+  write(data: string | Uint8Array): Promise<void>;
+  /** Closes stdin after what was written. */
+  end(): Promise<void>;
+}
+
+/** A process started by Sandbox.exec. */
+export declare class ContainerProcess {
+  readonly stdout: OutputStream;
+  readonly stderr: OutputStream;
+  readonly stdin: StdinWriter;
+  /** The exit code once it ended, else null. */
+  readonly returncode: number | null;
+  readonly exit: ExitInfo | null;
+  /** The pid inside the sandbox, once started. */
+  readonly pid: number;
+  /** Waits for the end; the exit code. */
+  wait(): Promise<number>;
+  poll(): number | null;
+  /** Signals the process group (default KILL). */
+  kill(signal?: string): Promise<void>;
+  resize(cols: number, rows: number): Promise<void>;
+}
+
+export interface FileEntry {
+  name: string;
+  path: string;
+  type: "file" | "dir" | "symlink" | string;
+  size: number;
+  mode: number;
+  permissions: string;
+  owner?: string;
+  group?: string;
+  modified_at: string;
+  symlink_target?: string;
+}
+
+export type WriteData = string | Uint8Array | ArrayBuffer | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+
+export declare class SandboxFiles {
+  read(path: string, opts?: { user?: string }): Promise<Uint8Array>;
+  readText(path: string, opts?: { user?: string }): Promise<string>;
+  /** Streams the file as it is read (for large files). */
+  readStream(path: string, opts?: { user?: string }): Promise<ReadableStream<Uint8Array>>;
+  /** Streams are sent as they are read, never held whole. */
+  write(path: string, data: WriteData, opts?: { mode?: number | string; user?: string }): Promise<FileEntry>;
+  list(path: string, opts?: { depth?: number; user?: string }): Promise<FileEntry[]>;
+  stat(path: string, opts?: { user?: string }): Promise<FileEntry>;
+  exists(path: string): Promise<boolean>;
+  mkdir(path: string, opts?: { mode?: number; user?: string }): Promise<FileEntry>;
+  remove(path: string, opts?: { user?: string }): Promise<void>;
+  rename(from: string, to: string, opts?: { user?: string }): Promise<FileEntry>;
+}
+
+export interface SnapshotInfo {
+  id: string;
+  name?: string;
+  sandbox_id: string;
+  runtime: string;
+  image: string;
+  [key: string]: unknown;
+}
+
+export interface ImageInfo {
+  digest: string;
+  tags?: string[];
+  layers: string[];
+  size: number;
+  left_out?: string[];
+  left_out_count?: number;
+  [key: string]: unknown;
+}
+
+export interface WaitResult {
+  exit_code: number;
+  end_reason: string;
+  error?: string;
+}
+
+export declare class Sandbox {
+  static create(opts?: CreateOptions): Promise<Sandbox>;
+  static fromId(id: string, opts?: ClientOptions): Promise<Sandbox>;
+  static fromName(name: string, opts?: ClientOptions): Promise<Sandbox>;
+  /** Every sandbox (oldest first) whose tags match (a null value: any value). */
+  static list(opts?: ClientOptions & { tags?: Record<string, string | null>; states?: string[] }): Promise<Sandbox[]>;
+
+  readonly sandboxId: string;
+  /** The record as last fetched or returned. */
+  info: SandboxInfo;
+  readonly files: SandboxFiles;
+
+  exec(args: string[], opts?: ExecOptions): Promise<ContainerProcess>;
+  refresh(): Promise<SandboxInfo>;
+  terminate(): Promise<SandboxInfo>;
+  wait(opts?: { timeout?: number }): Promise<WaitResult>;
+  poll(): Promise<number | null>;
+  setTags(tags: Record<string, string | null>): Promise<SandboxInfo>;
+  setTimeout(seconds: number, opts?: { extendOnly?: boolean }): Promise<SandboxInfo>;
+  pause(): Promise<SandboxInfo>;
+  resume(): Promise<SandboxInfo>;
+  /** A memory snapshot; start copies with Sandbox.create({fromSnapshot}). */
+  snapshot(opts?: { name?: string }): Promise<SnapshotInfo>;
+  snapshotFilesystem(opts?: { tag?: string }): Promise<ImageInfo>;
+  fork(count?: number): Promise<Sandbox[]>;
+}
+
+/** Every error the SDK throws. */
+export declare class CorralError extends Error {
+  constructor(message: string, opts?: { code?: string; status?: number; cause?: unknown });
+  /** The API's code (not_found, invalid_argument, ...) or the SDK's own. */
+  readonly code: string;
+  /** The HTTP status, 0 when none came. */
+  readonly status: number;
+}
+export declare class NotFoundError extends CorralError {}
+export declare class InvalidArgumentError extends CorralError {}
+export declare class NotSupportedError extends InvalidArgumentError {}
+export declare class ConflictError extends CorralError {}
+export declare class ResourceExhaustedError extends CorralError {}
+export declare class AuthenticationError extends CorralError {}
+export declare class DeadlineExceededError extends CorralError {}
+export declare class ConnectionError extends CorralError {}

@@ -1,0 +1,51 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestTypeScriptSDK runs the TypeScript SDK's own tests (node --test over
+// sdk/typescript/test, which need no npm install: the SDK has no
+// dependencies) against a daemon it starts, handed over as CORRAL_URL and
+// CORRAL_TOKEN; CORRAL_TS_VM adds the vm create and exec test when the
+// guest kernel is installed. It fails with node's output. Then the
+// example program examples/typescript/agent.mjs runs against the daemon.
+func TestTypeScriptSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("needs node (>= 20) to run the TypeScript SDK's tests")
+	}
+	dir, err := filepath.Abs("../../sdk/typescript")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	env := append(os.Environ(), "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token, "NO_COLOR=1")
+	if exists(vmKernel) {
+		env = append(env, "CORRAL_TS_VM=1")
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "test/")
+	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, &out, &out, env
+	err = cmd.Run()
+	t.Logf("node --test:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("node --test sdk/typescript/test: %v (its output above)", err)
+	}
+	// The README's example program runs as written.
+	ex := exec.CommandContext(ctx, node, "agent.mjs")
+	ex.Dir, ex.Env = filepath.Join(dir, "..", "..", "examples", "typescript"), env
+	exOut, err := ex.CombinedOutput()
+	t.Logf("examples/typescript/agent.mjs:\n%s", exOut)
+	if err != nil || !bytes.Contains(exOut, []byte(`stdout: {"answer": 42}`)) || !bytes.Contains(exOut, []byte("out.txt: done")) {
+		t.Fatalf("examples/typescript/agent.mjs: %v (its output above)", err)
+	}
+}
