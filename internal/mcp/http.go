@@ -1,0 +1,32 @@
+package mcp
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"corral/sdk/go/corral"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// HTTPHandler serves the tools over MCP's streamable HTTP transport, each
+// MCP session its own server (and tag), to requests that carry token as
+// "Authorization: Bearer <token>"; others get 401.
+func HTTPHandler(c *corral.Client, o Options, token string) http.Handler {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return New(c, o) }, nil)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !bearerOK(r, token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
+			http.Error(w, "missing or wrong API token (Authorization: Bearer)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// bearerOK reports whether r carries token as its bearer token.
+func bearerOK(r *http.Request, token string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
