@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"corral/internal/cgroups": {"corral/internal/mountinfo"},
 	"corral/internal/cleanup": {},
 	"corral/internal/mcp":     {"corral/pkg/apiv1", "corral/sdk/go/corral"},
-	"corral/internal/daemon": {"corral/internal/api", "corral/internal/build", "corral/internal/e2b", "corral/internal/e2b/envd", "corral/internal/image/store", "corral/internal/manager",
+	"corral/internal/daemon": {"corral/internal/api", "corral/internal/build", "corral/internal/e2b", "corral/internal/e2b/envd", "corral/internal/image/store", "corral/internal/manager", "corral/internal/mcp",
 		"corral/internal/netpolicy/", "corral/internal/netpolicy", "corral/internal/records", "corral/internal/runtime", "corral/internal/sandbox",
 		"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/seal"},
 	"corral/internal/e2b": {"corral/internal/build", "corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/manager",

@@ -15,7 +15,8 @@ import (
 // TestMCP runs the npm project test/mcp-js (the official TypeScript MCP
 // client, pinned, under node --test) against `corral mcp`: over stdio (the
 // client spawns the binary under test with CORRAL_URL and CORRAL_TOKEN) and
-// over streamable HTTP (a `corral mcp --http` this test starts). Each
+// over streamable HTTP: the daemon's /mcp, and a `corral mcp --http` this
+// test starts. Each
 // lists the tools, creates a sandbox, runs python3, writes and reads a
 // file, times out a loop, bounds a huge output, checks tool errors and
 // terminates; over HTTP a bad token is refused with 401.
@@ -43,7 +44,10 @@ func TestMCP(t *testing.T) {
 		t.Fatalf("npm ci in test/mcp-js: %v\n%s", err, out)
 	}
 	t.Run("stdio", func(t *testing.T) { nodeTest(ctx, t, node, proj, append(env, "MCP_TRANSPORT=stdio")) })
-	t.Run("http", func(t *testing.T) {
+	t.Run("daemon-http", func(t *testing.T) {
+		nodeTest(ctx, t, node, proj, append(env, "MCP_TRANSPORT=http", "MCP_HTTP_URL=http://"+d.addr+"/mcp"))
+	})
+	t.Run("standalone-http", func(t *testing.T) {
 		url := startMCPHTTP(ctx, t, env)
 		nodeTest(ctx, t, node, proj, append(env, "MCP_TRANSPORT=http", "MCP_HTTP_URL="+url))
 	})
