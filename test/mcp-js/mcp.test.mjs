@@ -74,7 +74,7 @@ test(`corral mcp over ${kind}`, async (t) => {
     assert.equal(sb.tags.suite, 'mcp');
     const mine = await call(client, 'list_sandboxes', { session_only: true });
     assert.deepEqual(mine.sandboxes.map((s) => s.id), [id]);
-    assert.match(await fails(client, 'create_sandbox', { timeout: 7200 }), /at most 1800s/);
+    assert.match(await fails(client, 'create_sandbox', { timeout: 7200 }), /at most \d+s/);
   });
 
   await t.test('runs python3 and gets 42', async () => {
@@ -120,8 +120,8 @@ test(`corral mcp over ${kind}`, async (t) => {
   });
 
   await t.test('errors are tool errors', async () => {
-    assert.match(await fails(client, 'run_command', { sandbox: 'no-such-sandbox', command: 'true' }), /not found|no such/i);
-    assert.match(await fails(client, 'read_file', { sandbox: id, path: '/nonexistent/file' }), /not found|no such/i);
+    assert.match(await fails(client, 'run_command', { sandbox: 'no-such-sandbox', command: 'true' }), /not.found|no such|does not exist/i);
+    assert.match(await fails(client, 'read_file', { sandbox: id, path: '/nonexistent/file' }), /not.found|no such|does not exist/i);
     assert.match(await fails(client, 'run_command', { sandbox: id }), /command or argv/);
     // The session carries on.
     assert.equal((await call(client, 'run_command', { sandbox: id, argv: ['true'] })).exit_code, 0);
