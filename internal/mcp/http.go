@@ -10,11 +10,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// HTTPHandler serves the tools over MCP's streamable HTTP transport, each
-// MCP session its own server (and tag), to requests that carry token as
+// HTTPHandler serves the tools over MCP's streamable HTTP transport (one
+// server; each MCP session its own tag) to requests that carry token as
 // "Authorization: Bearer <token>"; others get 401.
 func HTTPHandler(c *corral.Client, o Options, token string) http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return New(c, o) }, nil)
+	srv := New(c, o)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !bearerOK(r, token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)

@@ -94,7 +94,7 @@ func (t *tools) registerSandboxTools(s *mcp.Server) {
 }
 
 // createRequest validates in and turns it into the API's request.
-func (t *tools) createRequest(in CreateInput) (apiv1.CreateSandboxRequest, error) {
+func (t *tools) createRequest(in CreateInput, session string) (apiv1.CreateSandboxRequest, error) {
 	if in.Runtime != "" && in.Runtime != "gvisor" && in.Runtime != "vm" {
 		return apiv1.CreateSandboxRequest{}, fmt.Errorf("runtime %q: want gvisor or vm", in.Runtime)
 	}
@@ -114,7 +114,7 @@ func (t *tools) createRequest(in CreateInput) (apiv1.CreateSandboxRequest, error
 	if _, ok := in.Tags[TagKey]; ok {
 		return apiv1.CreateSandboxRequest{}, fmt.Errorf("tag %q is set by the server", TagKey)
 	}
-	tags := map[string]string{TagKey: t.session}
+	tags := map[string]string{TagKey: session}
 	for k, v := range in.Tags {
 		tags[k] = v
 	}
@@ -125,8 +125,8 @@ func (t *tools) createRequest(in CreateInput) (apiv1.CreateSandboxRequest, error
 	}, nil
 }
 
-func (t *tools) create(ctx context.Context, _ *mcp.CallToolRequest, in CreateInput) (*mcp.CallToolResult, SandboxInfo, error) {
-	req, err := t.createRequest(in)
+func (t *tools) create(ctx context.Context, r *mcp.CallToolRequest, in CreateInput) (*mcp.CallToolResult, SandboxInfo, error) {
+	req, err := t.createRequest(in, t.sessionTag(r))
 	if err != nil {
 		return nil, SandboxInfo{}, err
 	}
@@ -137,13 +137,13 @@ func (t *tools) create(ctx context.Context, _ *mcp.CallToolRequest, in CreateInp
 	return nil, info(sb), nil
 }
 
-func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, ListOutput, error) {
+func (t *tools) list(ctx context.Context, r *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, ListOutput, error) {
 	o := corral.ListOptions{}
 	if in.State != "" {
 		o.States = []string{in.State}
 	}
 	if in.SessionOnly {
-		o.Tags = map[string]string{TagKey: t.session}
+		o.Tags = map[string]string{TagKey: t.sessionTag(r)}
 	}
 	all, err := t.c.ListAll(ctx, o)
 	if err != nil {

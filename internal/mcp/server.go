@@ -7,6 +7,7 @@ package mcp
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"time"
 
@@ -35,15 +36,29 @@ const DefaultMaxTimeout = time.Hour
 // not say (bounded by MaxTimeout).
 const defaultTimeout = 15 * time.Minute
 
-// tools holds what every tool handler of one session needs.
+// tools holds what every tool handler needs.
 type tools struct {
-	c          *corral.Client
+	c *corral.Client
+	// session tags the sandboxes of a session without an id of its own
+	// (stdio's: one per process).
 	session    string
 	maxTimeout time.Duration
 }
 
-// New returns an MCP server with Corral's tools over c. Each server is one
-// session: its sandboxes carry the tag mcp=<its id>.
+// sessionTag is the value of the TagKey tag of the sandboxes r's session
+// creates: a digest of its MCP session id (streamable HTTP's, which is
+// the session's credential and stays out of tags), or the server's own
+// id for a session without one (stdio).
+func (t *tools) sessionTag(r *mcp.CallToolRequest) string {
+	if r == nil || r.Session == nil || r.Session.ID() == "" {
+		return t.session
+	}
+	sum := sha256.Sum256([]byte(r.Session.ID()))
+	return hex.EncodeToString(sum[:8])
+}
+
+// New returns an MCP server with Corral's tools over c. The sandboxes a
+// session creates carry the tag mcp=<an id of the session>.
 func New(c *corral.Client, o Options) *mcp.Server {
 	if o.MaxTimeout <= 0 {
 		o.MaxTimeout = DefaultMaxTimeout

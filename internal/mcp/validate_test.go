@@ -23,11 +23,11 @@ func TestCreateRequestValidation(t *testing.T) {
 		"mcp tag":        {Tags: map[string]string{TagKey: "other"}},
 	}
 	for name, in := range bad {
-		if _, err := tl.createRequest(in); err == nil {
+		if _, err := tl.createRequest(in, "s1"); err == nil {
 			t.Errorf("%s: accepted %+v", name, in)
 		}
 	}
-	req, err := tl.createRequest(CreateInput{Runtime: "vm", Tags: map[string]string{"a": "b"}, CIDRAllowlist: []string{"10.0.0.0/8"}})
+	req, err := tl.createRequest(CreateInput{Runtime: "vm", Tags: map[string]string{"a": "b"}, CIDRAllowlist: []string{"10.0.0.0/8"}}, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestCreateRequestValidation(t *testing.T) {
 		t.Errorf("request %+v", req)
 	}
 	short := &tools{session: "s1", maxTimeout: time.Minute}
-	if req, _ := short.createRequest(CreateInput{}); req.Timeout != 60 {
+	if req, _ := short.createRequest(CreateInput{}, "s1"); req.Timeout != 60 {
 		t.Errorf("default timeout %v over a 1m max", req.Timeout)
 	}
 }
