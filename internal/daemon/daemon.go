@@ -29,6 +29,7 @@ import (
 	"corral/internal/e2b/envd"
 	imagestore "corral/internal/image/store"
 	"corral/internal/manager"
+	"corral/internal/mcp"
 	"corral/internal/netpolicy/policy"
 	"corral/internal/records"
 	"corral/internal/runtime"
@@ -201,13 +202,17 @@ func Run(ctx context.Context, cfg Config) error {
 	return serve(ctx, cfg, handler(m, builder, token, cfg, log), envdFace)
 }
 
-// handler is the API listener's: the native API, and E2B's control API
-// under /e2b (its key is e2b_ and the same token).
+// handler is the API listener's: the native API, E2B's control API under
+// /e2b (its key is e2b_ and the same token), and MCP's streamable HTTP at
+// /mcp (the same token as a bearer; its tools call the native API in
+// process).
 func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, log *slog.Logger) http.Handler {
 	version := cfg.Version
 	mux := http.NewServeMux()
 	mux.Handle("/e2b/", http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log})))
-	mux.Handle("/", api.New(m, b, token, version, log))
+	native := api.New(m, b, token, version, log)
+	mux.Handle("/mcp", mcp.HTTPHandler(mcp.InProcessClient(native, token), mcp.Options{Version: version}, token))
+	mux.Handle("/", native)
 	return mux
 }
 

@@ -22,7 +22,7 @@ import (
 // tests) is imported by tests only.
 var allowed = map[string][]string{
 	"corral/cmd/corral": {"corral/internal/agent", "corral/internal/bench", "corral/internal/daemon",
-		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/selftest", "corral/internal/selftest/probe", "corral/internal/vminit",
+		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/mcp", "corral/internal/selftest", "corral/internal/selftest/probe", "corral/internal/vminit",
 		"corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/agent":             {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/image/dirtar"},
 	"corral/internal/agentapi":          {"corral/internal/errdefs"},
@@ -35,7 +35,8 @@ var allowed = map[string][]string{
 	"corral/internal/boundfs": {},
 	"corral/internal/cgroups": {"corral/internal/mountinfo"},
 	"corral/internal/cleanup": {},
-	"corral/internal/daemon": {"corral/internal/api", "corral/internal/build", "corral/internal/e2b", "corral/internal/e2b/envd", "corral/internal/image/store", "corral/internal/manager",
+	"corral/internal/mcp":     {"corral/pkg/apiv1", "corral/sdk/go/corral"},
+	"corral/internal/daemon": {"corral/internal/api", "corral/internal/build", "corral/internal/e2b", "corral/internal/e2b/envd", "corral/internal/image/store", "corral/internal/manager", "corral/internal/mcp",
 		"corral/internal/netpolicy/", "corral/internal/netpolicy", "corral/internal/records", "corral/internal/runtime", "corral/internal/sandbox",
 		"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/seal"},
 	"corral/internal/e2b": {"corral/internal/build", "corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/manager",
@@ -210,6 +211,7 @@ var onlyImports = map[string][]string{
 	"corral/internal/sandbox":             {"corral/internal/"},
 	"corral/internal/runtime":             {"corral/internal/"},
 	"corral/internal/seal":                {},
+	"corral/internal/mcp":                 {"corral/", "github.com/modelcontextprotocol/go-sdk/"},
 	"corral/internal/hostpath":            {},
 	"corral/pkg/apiv1":                    {},
 }
