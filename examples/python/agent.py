@@ -13,7 +13,7 @@ from corral import CorralError, Sandbox
 CODE = """
 import json, sys
 squares = {n: n * n for n in range(1, 8)}
-json.dump(squares, open("/work/squares.json", "w"))
+json.dump(squares, open("/tmp/squares.json", "w"))
 for n, sq in squares.items():
     print(f"{n} squared is {sq}", flush=True)
 print("done", file=sys.stderr)
@@ -21,7 +21,7 @@ print("done", file=sys.stderr)
 
 
 def main() -> int:
-    sb = Sandbox.create(timeout=600, workdir="/work", tags={"example": "agent"})
+    sb = Sandbox.create(timeout=600, workdir="/tmp", tags={"example": "agent"})
     try:
         sb.filesystem.write_text("solve.py", CODE)
         proc = sb.exec("python3", "solve.py", timeout=60, stdin=False)

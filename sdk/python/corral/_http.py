@@ -82,10 +82,13 @@ class Client:
         return Response(conn, resp)
 
     def call(self, method: str, path: str, query: Optional[Mapping[str, Any]] = None,
-             payload: Any = None) -> Any:
-        """Sends ``payload`` as JSON (if not None) and decodes the JSON reply (None if empty)."""
+             payload: Any = None, wait: bool = False) -> Any:
+        """Sends ``payload`` as JSON (if not None) and decodes the JSON reply (None if empty).
+
+        ``wait``: the reply may take arbitrarily long (no read timeout).
+        """
         body = None if payload is None else json.dumps(payload).encode()
-        with self.request(method, path, query, body, "application/json" if body else "") as r:
+        with self.request(method, path, query, body, "application/json" if body else "", stream=wait) as r:
             raw = r.read()
         return json.loads(raw) if raw.strip() else None
 

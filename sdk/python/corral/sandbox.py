@@ -165,7 +165,7 @@ class Sandbox:
 
     def wait(self) -> int:
         """Waits for the sandbox's end and returns its exit code."""
-        res = self._client.call("POST", _path(self.object_id, "/wait")) or {}
+        res = self._client.call("POST", _path(self.object_id, "/wait"), wait=True) or {}
         return int(res.get("exit_code", -1))
 
     def poll(self) -> Optional[int]:

@@ -30,7 +30,7 @@ class TestFiles(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.sb = create(workdir="/work")
+        cls.sb = create(workdir="/tmp")
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -43,7 +43,7 @@ class TestFiles(unittest.TestCase):
         self.assertEqual(run(self.sb, "cat", "/tmp/hello.txt"), "héllo\n")
         data = bytes(range(256)) * 10
         fs.write_bytes("rel/b.bin", data, mode=0o600)
-        self.assertEqual(fs.read_bytes("/work/rel/b.bin"), data)
+        self.assertEqual(fs.read_bytes("/tmp/rel/b.bin"), data)
         st = fs.stat("rel/b.bin")
         self.assertEqual((st.size, st.permissions[-9:] if st.permissions else oct(st.mode & 0o777)),
                          (len(data), "rw-------") if st.permissions else (len(data), "0o600"))
