@@ -18,15 +18,15 @@ func TestPythonSDK(t *testing.T) {
 	if err != nil {
 		t.Skip("needs python3 (the SDK's tests are a unittest suite)")
 	}
-	sdk, err := filepath.Abs("../../sdk/python")
+	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", "tests", "-v")
-	cmd.Dir = sdk
+	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", "sdk/python/tests", "-v")
+	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token,
 		"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
 	out, err := cmd.CombinedOutput()

@@ -3,7 +3,7 @@
 import time
 import unittest
 
-import corral
+from _daemon import corral
 from _daemon import NEEDS
 
 

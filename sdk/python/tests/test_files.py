@@ -6,7 +6,7 @@ import resource
 import tempfile
 import unittest
 
-import corral
+from _daemon import corral
 from _daemon import NEEDS, create, run
 
 BIG = 100 * 1024 * 1024

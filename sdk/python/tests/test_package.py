@@ -7,8 +7,7 @@ import tempfile
 import unittest
 import zipfile
 
-import corral
-import _daemon  # noqa: F401  (puts the package's folder on sys.path)
+from _daemon import corral
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 

@@ -4,7 +4,7 @@ import os
 import unittest
 import uuid
 
-import corral
+from _daemon import corral
 from _daemon import NEEDS, create, run
 
 
