@@ -16,9 +16,10 @@ from .errors import (Conflict, ConnectionFailed, CorralError, InvalidArgument, N
 from .filesystem import FileEntry, Filesystem
 from .process import Process, StdinWriter, StreamReader
 from .sandbox import Sandbox
+from .watch import Watch, WatchEvent
 
 __all__ = [
-    "Client", "Sandbox", "Process", "StreamReader", "StdinWriter", "Filesystem", "FileEntry",
+    "Client", "Sandbox", "Process", "StreamReader", "StdinWriter", "Filesystem", "FileEntry", "Watch", "WatchEvent",
     "CorralError", "NotFound", "InvalidArgument", "Conflict", "ResourceExhausted", "PermissionDenied",
     "Unavailable", "SandboxTimeout", "ConnectionFailed",
 ]

@@ -5,6 +5,7 @@ import os
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
 
 from ._http import CHUNK
+from .watch import Watch, watch
 
 if TYPE_CHECKING:
     from ._http import Client
@@ -130,6 +131,10 @@ class Filesystem:
         if user:
             req["user"] = user
         self._c.call("POST", self._base + "/fs/remove", payload=req)
+
+    def watch(self, path: str = ".", recursive: bool = False, user: Optional[str] = None) -> "Watch":
+        """Watches a directory; iterate the result for changes as they happen, ``close()`` it when done."""
+        return watch(self._c, self._base, path, recursive, user)
 
     def rename(self, src: str, dst: str, user: Optional[str] = None) -> FileEntry:
         """Moves a path."""

@@ -4,6 +4,7 @@ import hashlib
 import os
 import resource
 import tempfile
+import threading
 import unittest
 
 from _daemon import corral
@@ -66,6 +67,22 @@ class TestFiles(unittest.TestCase):
             fs.remove("/tmp/d")  # not empty
         fs.remove("/tmp/d", recursive=True)
         self.assertFalse(fs.exists("/tmp/d"))
+
+    def test_watch(self) -> None:
+        fs = self.sb.filesystem
+        fs.make_directory("/tmp/watched")
+        with fs.watch("/tmp/watched", recursive=True) as w:
+            self.assertEqual(w.path, "/tmp/watched")
+            guard = threading.Timer(120, w.close)  # a missed event fails the test, never hangs it
+            guard.start()
+            self.addCleanup(guard.cancel)
+            fs.write_text("/tmp/watched/new.txt", "x")
+            seen = []
+            for ev in w:
+                seen.append((ev.type, ev.name))
+                if ev.name == "new.txt" and ev.type in ("create", "write", "rename"):
+                    break
+        self.assertIn("new.txt", [n for _, n in seen], seen)
 
     def test_missing(self) -> None:
         with self.assertRaises(corral.NotFound):
