@@ -23,7 +23,7 @@ func TestPythonSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := startDaemon(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", "sdk/python/tests", "-v")
 	cmd.Dir = root
