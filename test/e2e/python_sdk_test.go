@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,6 +35,14 @@ func TestPythonSDK(t *testing.T) {
 		t.Fatalf("python3 -m unittest discover -s sdk/python/tests: %v\n%s\ndaemon log:\n%s", err, out, tail(d.log.String(), 8000))
 	}
 	t.Logf("%s", out)
+	// The README's example agent runs as a user would run it.
+	ex := exec.CommandContext(ctx, py, "examples/python/agent.py")
+	ex.Dir = root
+	ex.Env = append(cmd.Env, "PYTHONPATH="+filepath.Join(root, "sdk/python"))
+	out, err = ex.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "7 squared is 49") || !strings.Contains(string(out), "memory snapshot") {
+		t.Fatalf("examples/python/agent.py: %v\n%s", err, out)
+	}
 }
 
 func tail(s string, n int) string {
