@@ -1,0 +1,53 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPythonSDK runs the Python SDK's unittest suite (sdk/python/tests)
+// against a daemon of its own: CORRAL_URL and CORRAL_TOKEN name it, and
+// the tests create their sandboxes there (gVisor; one on a QEMU guest).
+// It fails with the suite's output.
+func TestPythonSDK(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3 (the SDK's tests are a unittest suite)")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", "sdk/python/tests", "-v")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token,
+		"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3 -m unittest discover -s sdk/python/tests: %v\n%s\ndaemon log:\n%s", err, out, tail(d.log.String(), 8000))
+	}
+	t.Logf("%s", out)
+	// The README's example agent runs as a user would run it.
+	ex := exec.CommandContext(ctx, py, "examples/python/agent.py")
+	ex.Dir = root
+	ex.Env = append(cmd.Env, "PYTHONPATH="+filepath.Join(root, "sdk/python"))
+	out, err = ex.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "7 squared is 49") || !strings.Contains(string(out), "memory snapshot") {
+		t.Fatalf("examples/python/agent.py: %v\n%s", err, out)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "...\n" + s[len(s)-n:]
+}
