@@ -144,12 +144,18 @@ func connect(t *testing.T, r *Runtime, ref runtime.Ref) *agentapi.Client {
 	return c
 }
 
-// waitStopped waits until runsc reports the sandbox's processes gone.
+// waitStopped waits until the container's processes are gone, as runsc's
+// state and Status both see it: once in CI, under load, runsc's state
+// read "stopped" and the next read, Status's, "running" (the cause is not
+// found), so the next daemon is modelled as starting once they agree.
 func waitStopped(t *testing.T, r *Runtime, ref runtime.Ref) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		out, err := r.runsc(context.Background(), commandTimeout, "", "state", ref.ID)
-		if err == nil && strings.Contains(string(out), `"stopped"`) {
+		if err != nil || !strings.Contains(string(out), `"stopped"`) {
+			continue
+		}
+		if st, err := r.Status(context.Background(), ref); err == nil && st != runtime.StateRunning {
 			return
 		}
 	}
