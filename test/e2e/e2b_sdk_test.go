@@ -59,6 +59,10 @@ func TestE2BSDK(t *testing.T) {
 		// E2B's API has no runtime field: the operator's --e2b-runtime vm
 		// puts what its clients create on QEMU guests, and the SDK's
 		// commands run there the same.
+		// One daemon at a time: the e2e daemons share their network
+		// table, pool and log group. (teardown runs again at the end,
+		// and finds nothing left to do.)
+		d.teardown()
 		vd := startDaemon(t, "--e2b-runtime", "vm")
 		probe := e2bCreate(t, vd, `{"templateID":"base","timeout":120}`)
 		if sb, err := vd.client.Get(ctx, probe.SandboxID); err != nil || sb.Runtime != "vm" {
