@@ -14,7 +14,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	cfg := daemon.Config{}
-	var level, logFile string
+	var level, logFile, logFormat string
 	var caCerts []string
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -35,7 +35,9 @@ func newServeCmd() *cobra.Command {
 				defer f.Close()
 				out = f
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lv}))
+			if cfg.Logger, err = newLogger(out, logFormat, lv); err != nil {
+				return err
+			}
 			cfg.Version = version
 			if cfg.CACerts, err = readCACerts(caCerts); err != nil {
 				return err
@@ -66,6 +68,8 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	f.DurationVar(&cfg.Retention, "retention", manager.DefaultRetention,
 		"how long after a sandbox ends its record (inspect, ls --all), events and entrypoint log are kept, then pruned in the background; 0: forever")
+	f.StringVar(&logFormat, "log-format", "json", "log format: json (one JSON object a line) or text (key=value)")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve the Prometheus /metrics on this address without a token, and not on --listen (where it otherwise is, behind the token)")
 	f.StringVar(&logFile, "log-file", "", "append the log to this file (created 0600, an existing one made 0600) instead of stderr")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")

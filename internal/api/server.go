@@ -20,6 +20,7 @@ import (
 	"corral/internal/errdefs"
 	"corral/internal/hostpath"
 	"corral/internal/manager"
+	"corral/internal/reqid"
 	"corral/pkg/apiv1"
 )
 
@@ -129,7 +130,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
+			s.log.ErrorContext(r.Context(), "panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
 			s.writeError(w, fmt.Errorf("internal error"))
 		}
 	}()
@@ -137,6 +138,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, tr)
 	body.drain(w, r)
 }
+
+// Protect guards h with the API token, as every non-public route is
+// (the daemon's /metrics when it shares the API listener).
+func (s *Server) Protect(h http.Handler) http.Handler { return s.auth(h.ServeHTTP) }
 
 func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -186,12 +191,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeError answers with err translated: its kind's status and code, and
-// its message without host paths. An internal error (500) is logged with its
-// full message, which the caller does not see.
+// its message without host paths, and the request's id when the daemon
+// gave it one (reqid.Middleware). An internal error (500) is logged with
+// its full message, which the caller does not see.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	status := errdefs.HTTPStatus(err)
+	id := reqid.FromResponse(w)
 	if status == http.StatusInternalServerError {
-		s.log.Warn("request failed", "op", "api", "code", errdefs.Code(err), "err", err)
+		s.log.Warn("request failed", "op", "api", "code", errdefs.Code(err), "err", err, reqid.Key, id)
 	}
-	writeJSON(w, status, apiv1.Error{Error: apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error())}})
+	writeJSON(w, status, apiv1.Error{Error: apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error()), RequestID: id}})
 }

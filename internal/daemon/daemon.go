@@ -32,11 +32,13 @@ import (
 	"corral/internal/mcp"
 	"corral/internal/netpolicy/policy"
 	"corral/internal/records"
+	"corral/internal/reqid"
 	"corral/internal/runtime"
 	"corral/internal/runtime/gvisor"
 	"corral/internal/runtime/vm"
 	"corral/internal/sandbox"
 	"corral/internal/seal"
+	"corral/internal/telemetry"
 )
 
 // sealKeyFile (in the state directory) is the daemon's own key: it seals
@@ -93,6 +95,11 @@ type Config struct {
 	// CACerts are PEM CA certificates every sandbox trusts beyond its
 	// image's (validated by the caller).
 	CACerts []string
+
+	// MetricsListen, when set, serves the Prometheus /metrics there
+	// without a token, and not on the API listener (where it otherwise
+	// is, behind the token); telemetry.go.
+	MetricsListen string
 }
 
 // metricsInterval maps the daemon's flag (0: off) to the manager's
@@ -107,10 +114,10 @@ func metricsInterval(d time.Duration) time.Duration {
 // Run serves until ctx ends. Sandboxes keep running after it returns; the
 // next daemon on the same state dir adopts them.
 func Run(ctx context.Context, cfg Config) error {
-	log := cfg.Logger
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
+	log := cfg.Logger
 	unlock, err := lockState(cfg.StateDir)
 	if err != nil {
 		return err
@@ -139,6 +146,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer st.Close()
+	tel := newTelemetry(cfg, st)
 	gv, err := gvisor.New(gvisor.Config{RunscPath: cfg.RunscPath, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform, Logger: log})
 	if err != nil {
 		return err
@@ -175,7 +183,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
-		CACerts: cfg.CACerts,
+		CACerts: cfg.CACerts, Telemetry: tel,
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
 		return err
@@ -185,6 +193,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer m.Close()
+	tel.Observe(m.TelemetryState)
 	recordFn := m.RecordDecision
 	record.Store(&recordFn)
 	builder := build.New(build.Config{Manager: m, Store: images, BaseRootFS: cfg.BaseRootFS, Log: log})
@@ -198,28 +207,35 @@ func Run(ctx context.Context, cfg Config) error {
 		if cfg.EnvdDebugSandbox != "" {
 			envdFace = envd.Debug(envdFace, m, cfg.EnvdDebugSandbox)
 		}
+		envdFace = reqid.Middleware(envdFace, log)
 	}
-	return serve(ctx, cfg, handler(m, builder, token, cfg, log), envdFace)
+	return serve(ctx, cfg, handler(m, builder, token, cfg, log, tel), envdFace, metricsFace(cfg, tel))
 }
 
 // handler is the API listener's: the native API, E2B's control API under
-// /e2b (its key is e2b_ and the same token), and MCP's streamable HTTP at
+// /e2b (its key is e2b_ and the same token), MCP's streamable HTTP at
 // /mcp (the same token as a bearer; its tools call the native API in
-// process).
-func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, log *slog.Logger) http.Handler {
+// process), and /metrics behind the token unless --metrics-listen moves
+// it; every request gets an id (reqid).
+func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, log *slog.Logger, tel *telemetry.Metrics) http.Handler {
 	version := cfg.Version
 	mux := http.NewServeMux()
 	mux.Handle("/e2b/", http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log})))
 	native := api.New(m, b, token, version, log)
 	mux.Handle("/mcp", mcp.HTTPHandler(mcp.InProcessClient(native, token), mcp.Options{Version: version}, token))
 	mux.Handle("/", native)
-	return mux
+	if cfg.MetricsListen == "" {
+		mux.Handle("GET /metrics", native.Protect(tel.Handler()))
+	}
+	return reqid.Middleware(mux, log)
 }
 
 func (cfg *Config) defaults() error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// A line logged with a request's context names the request.
+	cfg.Logger = slog.New(reqid.NewHandler(cfg.Logger.Handler()))
 	if !filepath.IsAbs(cfg.StateDir) {
 		return fmt.Errorf("--state-dir %q must be an absolute path", cfg.StateDir)
 	}
@@ -257,7 +273,7 @@ func (cfg *Config) defaults() error {
 
 // serve serves the API on cfg.Listen and, when envdFace is not nil, the
 // E2B envd face on cfg.EnvdListen, until ctx ends or either fails.
-func serve(ctx context.Context, cfg Config, h, envdFace http.Handler) error {
+func serve(ctx context.Context, cfg Config, h, envdFace, metricsFace http.Handler) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
@@ -272,6 +288,17 @@ func serve(ctx context.Context, cfg Config, h, envdFace http.Handler) error {
 		}
 		srvs, lns = append(srvs, newServer(envdFace)), append(lns, eln)
 		cfg.Logger.Info("corral envd face serving", "listen", eln.Addr().String())
+	}
+	if metricsFace != nil {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return fmt.Errorf("listening on %s (--metrics-listen): %w", cfg.MetricsListen, err)
+		}
+		srvs, lns = append(srvs, newServer(metricsFace)), append(lns, mln)
+		cfg.Logger.Info("corral metrics serving", "listen", mln.Addr().String())
 	}
 	errc := make(chan error, len(srvs))
 	for i, srv := range srvs {

@@ -12,16 +12,17 @@ import (
 	"corral/internal/manager/handle"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
+	"corral/internal/telemetry"
 )
 
 // entrypointTag tags the entrypoint process so a restarted daemon can
 // re-attach to it.
 const entrypointTag = "corral-entrypoint"
 
-// Create validates spec, starts a sandbox and returns its record once the
-// agent answers (state running). On any failure everything created is
-// undone and the record ends as failed.
-func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
+// create is Create, saying in st how the create went for the telemetry
+// (telemetry.go).
+func (m *Manager) create(ctx context.Context, spec sandbox.Spec, st *createStat) (*sandbox.Sandbox, error) {
+	st.runtime = spec.Runtime
 	var from *sandbox.Snapshot
 	if spec.FromSnapshot != "" {
 		rec, err := m.snaps.restorable(ctx, &spec)
@@ -29,10 +30,12 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 			return nil, err
 		}
 		from = rec
+		st.source = telemetry.SourceSnapshot
 	}
 	if err := spec.Normalize(); err != nil {
 		return nil, err
 	}
+	st.runtime = spec.Runtime
 	rt, err := m.resolve(&spec)
 	if err != nil {
 		return nil, err
@@ -45,6 +48,7 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	defer release()
 	if from == nil {
 		if rec, ok, err := m.claimFromPool(ctx, spec); ok || err != nil {
+			st.source = telemetry.SourcePool
 			return rec, err
 		}
 	}

@@ -44,11 +44,14 @@ type Process struct {
 	pid     int
 	// onEnd, when set, completes the end event (an OOM kill's mark).
 	onEnd func(*agentapi.Event)
+	// onStart, when set, is called at the start event (telemetry.go).
+	onStart func()
 }
 
 // Exec starts a process in running sandbox id, with the sandbox's env
 // under its own and the sandbox's user and workdir unless it names others.
 func (s Processes) Exec(ctx context.Context, id string, p ExecParams) (*Process, error) {
+	t0 := time.Now()
 	if err := validateExec(p); err != nil {
 		return nil, err
 	}
@@ -66,7 +69,7 @@ func (s Processes) Exec(ctx context.Context, id string, p ExecParams) (*Process,
 		a.release()
 		return nil, err
 	}
-	return &Process{stream: stream, release: a.release, onEnd: s.m.oomEnd(a.h, time.Now())}, nil
+	return &Process{stream: stream, release: a.release, onEnd: s.m.oomEnd(a.h, time.Now()), onStart: s.m.execTimer(a.h, t0)}, nil
 }
 
 // inWorkdir is p resolved against the sandbox's workdir: the workdir for an
@@ -120,6 +123,10 @@ func (p *Process) Recv() (agentapi.Event, error) {
 	ev, err := p.stream.Recv()
 	if err == nil && ev.Type == agentapi.EventStart {
 		p.pid = ev.PID
+		if p.onStart != nil {
+			p.onStart()
+			p.onStart = nil
+		}
 	}
 	if err == nil && ev.Type == agentapi.EventEnd && p.onEnd != nil {
 		p.onEnd(&ev)

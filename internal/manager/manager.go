@@ -37,6 +37,7 @@ import (
 	"corral/internal/records"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
+	"corral/internal/telemetry"
 )
 
 // Config configures a Manager.
@@ -99,6 +100,9 @@ type Config struct {
 	// HostPaths are more of the host's paths (runsc, the guest kernel)
 	// that callers must not see in messages (HostPaths).
 	HostPaths []string
+	// Telemetry gets the Prometheus series' events (telemetry.go); nil:
+	// none are recorded.
+	Telemetry *telemetry.Metrics
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it

@@ -104,6 +104,9 @@ const maxPendingDecisions = 4096
 // never blocks the packet path: when the queue is full the decision is
 // counted as dropped and logged.
 func (m *Manager) RecordDecision(d policy.Decision) {
+	if d.Limit == "" { // a fair-share refusal is a bound's, not a policy's
+		m.cfg.Telemetry.Egress(d.Allowed, d.Via)
+	}
 	select {
 	case m.decisions <- d:
 	default:

@@ -104,6 +104,7 @@ func (m *Manager) agentLost(h *handle.Handle, client *agentapi.Client) {
 		next, cerr := h.Connect(ctx)
 		if cerr == nil {
 			h.SetAgent(next)
+			m.cfg.Telemetry.AgentReconnected()
 			m.log.Warn("agent connection lost; reconnected", "sandbox", h.ID(), "seen", seen)
 			h.Event("agent_reconnected", "the agent's connection dropped while the sandbox ran; reconnected",
 				map[string]string{"seen": seen})

@@ -20,6 +20,7 @@ type Event struct {
 
 // AppendEvent appends ev (Seq and, if zero, Time are filled in).
 func (s *Store) AppendEvent(ctx context.Context, ev Event) error {
+	defer s.timed("append_event")()
 	return appendEvent(ctx, s.db, ev)
 }
 
@@ -47,6 +48,7 @@ func appendEvent(ctx context.Context, db execer, ev Event) error {
 
 // Events returns the events of a sandbox after seq, oldest first, at most limit.
 func (s *Store) Events(ctx context.Context, sandboxID string, after int64, limit int) ([]Event, error) {
+	defer s.timed("events")()
 	rows, err := s.db.QueryContext(ctx, `SELECT seq, time, kind, message, fields FROM events
 		WHERE sandbox_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sandboxID, after, limit)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // ended is never touched, however old. A record without an end time (an
 // older daemon's) counts from its creation.
 func (s *Store) PruneEnded(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	defer s.timed("prune_ended")()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("pruning ended sandboxes: %w", err)

@@ -74,6 +74,7 @@ func ParseCursor(field, token string) (Cursor, error) {
 // ListSandboxPage returns at most f.Limit records matching f, oldest
 // first, and the cursor to continue from (zero when nothing follows).
 func (s *Store) ListSandboxPage(ctx context.Context, f SandboxFilter) ([]*sandbox.Sandbox, Cursor, error) {
+	defer s.timed("list_sandbox_page")()
 	if f.Limit < 1 {
 		return nil, Cursor{}, errdefs.Invalid("limit", "must be at least 1")
 	}
@@ -159,6 +160,7 @@ func tagPath(k string) (string, error) {
 
 // SandboxIDByName returns the id of the newest record named name.
 func (s *Store) SandboxIDByName(ctx context.Context, name string) (string, error) {
+	defer s.timed("sandbox_by_name")()
 	var id string
 	err := s.db.QueryRowContext(ctx, `SELECT id FROM sandboxes WHERE name = ? ORDER BY created_at DESC LIMIT 1`, name).Scan(&id)
 	if err == sql.ErrNoRows {

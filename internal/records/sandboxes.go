@@ -15,6 +15,7 @@ const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_
 // PutSandbox inserts or replaces the record of sb and appends events to
 // its event log, in one transaction (one synced write).
 func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox, events ...Event) error {
+	defer s.timed("put_sandbox")()
 	args, err := s.sandboxArgs(sb)
 	if err != nil {
 		return err
@@ -70,6 +71,7 @@ func (s *Store) sandboxArgs(sb *sandbox.Sandbox) ([]any, error) {
 
 // GetSandbox returns the record of id.
 func (s *Store) GetSandbox(ctx context.Context, id string) (*sandbox.Sandbox, error) {
+	defer s.timed("get_sandbox")()
 	row := s.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id)
 	sb, err := s.scanSandbox(row)
 	if err != nil {
@@ -81,6 +83,7 @@ func (s *Store) GetSandbox(ctx context.Context, id string) (*sandbox.Sandbox, er
 // ListSandboxes returns every record, oldest first. With live set, only
 // sandboxes that are not terminal.
 func (s *Store) ListSandboxes(ctx context.Context, live bool) ([]*sandbox.Sandbox, error) {
+	defer s.timed("list_sandboxes")()
 	q := `SELECT ` + sandboxColumns + ` FROM sandboxes`
 	if live {
 		q += ` WHERE state NOT IN ('terminated', 'failed')`

@@ -14,6 +14,7 @@ const snapshotColumns = `id, name, sandbox_id, spec, runtime, runtime_version, a
 // PutSnapshot inserts the record of a new snapshot; a name already taken
 // is ErrAlreadyExists.
 func (s *Store) PutSnapshot(ctx context.Context, sn *sandbox.Snapshot) error {
+	defer s.timed("put_snapshot")()
 	spec, env, err := s.splitSpec(snapshotAD(sn.ID), sn.Spec)
 	if err != nil {
 		return fmt.Errorf("encoding spec of %s: %w", sn.ID, err)
@@ -36,6 +37,7 @@ func (s *Store) PutSnapshot(ctx context.Context, sn *sandbox.Snapshot) error {
 
 // GetSnapshot returns the snapshot whose id or name is ref.
 func (s *Store) GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot, error) {
+	defer s.timed("get_snapshot")()
 	row := s.db.QueryRowContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots WHERE id = ? OR name = ?`, ref, ref)
 	sn, err := s.scanSnapshot(row)
 	if err != nil {
@@ -46,6 +48,7 @@ func (s *Store) GetSnapshot(ctx context.Context, ref string) (*sandbox.Snapshot,
 
 // ListSnapshots returns every snapshot, oldest first.
 func (s *Store) ListSnapshots(ctx context.Context) ([]*sandbox.Snapshot, error) {
+	defer s.timed("list_snapshots")()
 	rows, err := s.db.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM snapshots ORDER BY created_at`)
 	if err != nil {
 		return nil, fmt.Errorf("listing snapshots: %w", err)
@@ -64,6 +67,7 @@ func (s *Store) ListSnapshots(ctx context.Context) ([]*sandbox.Snapshot, error) 
 
 // DeleteSnapshot removes the record of id (not an error when absent).
 func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
+	defer s.timed("delete_snapshot")()
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM snapshots WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("deleting snapshot %s: %w", id, err)
 	}

@@ -34,6 +34,8 @@ import (
 type Store struct {
 	db  *sql.DB
 	key *seal.Key
+	// observe, when set, gets each operation's latency (observe.go).
+	observe func(op string, d time.Duration)
 }
 
 const schema = `

@@ -309,9 +309,12 @@ type Error struct {
 }
 
 // ErrorDetail names the problem: a stable code and a message naming the field.
+// RequestID is the request's id (also its X-Request-Id header), which the
+// daemon's log lines about the request carry.
 type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Image is one image in the daemon's store.
