@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,7 +36,7 @@ type Store struct {
 	db  *sql.DB
 	key *seal.Key
 	// observe, when set, gets each operation's latency (observe.go).
-	observe func(op string, d time.Duration)
+	observe atomic.Pointer[observer]
 }
 
 const schema = `

@@ -218,7 +218,7 @@ var onlyImports = map[string][]string{
 	"corral/internal/hostpath":            {},
 	"corral/pkg/apiv1":                    {},
 	"corral/internal/reqid":               {},
-	"corral/internal/telemetry":           {"github.com/prometheus/client_golang/"},
+	"corral/internal/telemetry":           {"github.com/prometheus/client_golang/", "github.com/prometheus/client_model/"},
 }
 
 // TestLeafImports: the guest agent, the contracts and the network layer's
