@@ -2,6 +2,8 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 
 	"corral/internal/reqid"
 	"corral/pkg/apiv1"
+	"corral/sdk/go/corral"
 )
 
 // lockedBuffer is a log sink the server's goroutines share with the test.
@@ -77,6 +80,12 @@ func TestAPIErrorRequestID(t *testing.T) {
 				t.Errorf("no log line with request_id %q and status %d:\n%s", id, c.status, logs.String())
 			}
 		})
+	}
+	// The Go SDK hands the id to its caller.
+	_, err := corral.New(srv.URL, testToken).Get(context.Background(), "sb-doesnotexist0")
+	var ae *corral.Error
+	if !errors.As(err, &ae) || ae.RequestID == "" || !strings.Contains(logs.String(), ae.RequestID) {
+		t.Errorf("the SDK's error %#v: no request id found in the log", err)
 	}
 	// Served in process (no middleware), an error has no request_id field.
 	code, body := e.raw("GET", "/v1/sandboxes/sb-doesnotexist0", "")

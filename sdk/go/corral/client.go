@@ -66,6 +66,9 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RequestID is the daemon's id of the request (the X-Request-Id
+	// answer header), which its log lines about the request carry.
+	RequestID string
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -106,9 +109,10 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	var e apiv1.Error
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if json.Unmarshal(b, &e) != nil || e.Error.Code == "" {
-		return nil, &Error{Status: resp.StatusCode, Code: "internal", Message: fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(b))}
+		return nil, &Error{Status: resp.StatusCode, Code: "internal", Message: fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(b)),
+			RequestID: resp.Header.Get("X-Request-Id")}
 	}
-	return nil, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	return nil, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, RequestID: e.Error.RequestID}
 }
 
 // call sends in as JSON (if not nil) and decodes the response into out (if
