@@ -42,11 +42,11 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 	breq.Emit = out.send
 	img, err := s.builder.Build(r.Context(), breq)
 	if err != nil {
-		s.log.Info("build failed", "op", "build", "tag", req.Tag, "err", err)
+		s.log.InfoContext(r.Context(), "build failed", "op", "build", "tag", req.Tag, "err", err)
 		out.send(apiv1.BuildEvent{Type: apiv1.BuildEventError, Error: &apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error())}})
 		return
 	}
-	s.log.Info("image built", "op", "build", "tag", req.Tag, "image", img.Digest)
+	s.log.InfoContext(r.Context(), "image built", "op", "build", "tag", req.Tag, "image", img.Digest)
 	built, err := s.m.Images().Get(string(img.Digest))
 	if err != nil {
 		out.send(apiv1.BuildEvent{Type: apiv1.BuildEventError, Error: &apiv1.ErrorDetail{Code: errdefs.Code(err), Message: s.red.String(err.Error())}})

@@ -52,7 +52,7 @@ func (s *Server) execProcess(w http.ResponseWriter, r *http.Request) {
 		// the sandbox is going away, taking the process with it.
 		if err := s.m.Processes().Signal(ctx, id, proc.PID(), syscall.SIGKILL); err != nil && !errors.Is(err, errdefs.ErrNotFound) &&
 			!errors.Is(err, errdefs.ErrFailedPrecondition) && !errors.Is(err, errdefs.ErrUnavailable) {
-			s.log.Warn("killing abandoned process", "sandbox", id, "pid", proc.PID(), "err", err)
+			s.log.WarnContext(ctx, "killing abandoned process", "sandbox", id, "pid", proc.PID(), "err", err)
 		}
 	}
 }

@@ -48,12 +48,12 @@ func (m *Manager) Pause(ctx context.Context, id string) (*sandbox.Sandbox, error
 	}
 	if client := h.SetAgent(nil); client != nil {
 		if err := client.EndSession(ctx); err != nil {
-			m.log.Warn("ending the agent session before a pause", "sandbox", id, "err", err)
+			m.log.WarnContext(ctx, "ending the agent session before a pause", "sandbox", id, "err", err)
 		}
 		client.Close()
 	}
 	if err := p.Pause(ctx, h.Ref()); err != nil {
-		m.log.Error("pausing failed; reconnecting", "sandbox", id, "err", err)
+		m.log.ErrorContext(ctx, "pausing failed; reconnecting", "sandbox", id, "err", err)
 		if _, rerr := m.resumeLocked(ctx, h, false); rerr != nil {
 			m.terminateAsync(id, sandbox.EndCrashed, nil)
 		}

@@ -165,7 +165,7 @@ func (m *Manager) claimFromPool(ctx context.Context, spec sandbox.Spec) (*sandbo
 		// change or record write): it goes; the next one is tried.
 		m.terminateAsync(h.ID(), sandbox.EndTerminated, nil)
 		if err != nil {
-			m.log.Warn("warm pool: claiming a sandbox failed", "sandbox", h.ID(), "err", err)
+			m.log.WarnContext(ctx, "warm pool: claiming a sandbox failed", "sandbox", h.ID(), "err", err)
 		}
 	}
 }

@@ -117,7 +117,7 @@ func (m *Manager) saveLocked(ctx context.Context, h *handle.Handle, client *agen
 	h.Quiet(true)
 	defer h.Quiet(false)
 	if err := client.EndSession(ctx); err != nil {
-		m.log.Warn("ending the agent session before a snapshot", "sandbox", h.ID(), "err", err)
+		m.log.WarnContext(ctx, "ending the agent session before a snapshot", "sandbox", h.ID(), "err", err)
 	}
 	saveErr := sn.SaveSnapshot(ctx, h.Ref(), dir)
 	next, err := h.Connect(context.WithoutCancel(ctx))

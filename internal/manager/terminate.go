@@ -62,7 +62,7 @@ func (m *Manager) TerminateNoWait(ctx context.Context, id, reason string) (*sand
 		defer m.wg.Done()
 		defer h.Unlock()
 		if _, err := h.FinishTerminate(reason, nil); err != nil {
-			m.log.Error("terminating sandbox", "sandbox", id, "reason", reason, "err", err)
+			m.log.ErrorContext(ctx, "terminating sandbox", "sandbox", id, "reason", reason, "err", err)
 			return
 		}
 		m.forget(h)
