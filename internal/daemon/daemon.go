@@ -37,6 +37,7 @@ import (
 	"corral/internal/runtime/vm"
 	"corral/internal/sandbox"
 	"corral/internal/seal"
+	"corral/internal/volume"
 )
 
 // sealKeyFile (in the state directory) is the daemon's own key: it seals
@@ -159,6 +160,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)
 	}
+	volumes, err := volume.Open(filepath.Join(cfg.StateDir, "volumes"), log)
+	if err != nil {
+		return err
+	}
 	runtimes := map[string]runtime.Runtime{"gvisor": gv}
 	unavailable := map[string]string{}
 	if v, err := vm.New(vm.Config{
@@ -175,7 +180,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
-		CACerts: cfg.CACerts,
+		CACerts: cfg.CACerts, Volumes: volumes,
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
 		return err

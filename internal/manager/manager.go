@@ -37,6 +37,7 @@ import (
 	"corral/internal/records"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
+	"corral/internal/volume"
 )
 
 // Config configures a Manager.
@@ -99,6 +100,8 @@ type Config struct {
 	// HostPaths are more of the host's paths (runsc, the guest kernel)
 	// that callers must not see in messages (HostPaths).
 	HostPaths []string
+	// Volumes holds the named volumes (volumes.go); nil: none.
+	Volumes *volume.Store
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it

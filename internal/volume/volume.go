@@ -7,7 +7,7 @@
 // virtio disk, during which the host mount is taken away (mount.go).
 //
 // The store knows nothing of sandboxes: which sandboxes use a volume is
-// the manager's business. It imports nothing from Corral but errdefs.
+// the manager's business. It imports errdefs and the sandbox contract only.
 package volume
 
 import (
@@ -22,13 +22,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/sandbox"
 )
 
 // Sizes, in GiB.
@@ -44,17 +44,9 @@ const (
 	mountDir  = "mnt"
 )
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
-
-// CheckName returns an invalid-argument error (field "name" or the given
-// field) unless n can name a volume: [a-z0-9][a-z0-9_.-]{0,62}, and never
-// "..", so a name is always one safe path component.
-func CheckName(field, n string) error {
-	if !nameRE.MatchString(n) || strings.Contains(n, "..") {
-		return errdefs.Invalid(field, "%q is not a volume name (want [a-z0-9][a-z0-9_.-]{0,62}, no \"..\")", n)
-	}
-	return nil
-}
+// CheckName returns an invalid-argument error naming field unless n can
+// name a volume (sandbox.CheckVolumeName: one safe path component).
+func CheckName(field, n string) error { return sandbox.CheckVolumeName(field, n) }
 
 // Volume is one volume's record.
 type Volume struct {
