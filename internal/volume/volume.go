@@ -27,6 +27,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"corral/internal/errdefs"
 	"corral/internal/sandbox"
 )
@@ -96,8 +98,8 @@ func (s *Store) path(name string, parts ...string) string {
 	return filepath.Join(append([]string{s.dir, name}, parts...)...)
 }
 
-// Create makes volume name of sizeGiB (0: DefaultSizeGiB): a sparse
-// image with an ext4 file system, made in a temporary directory and
+// Create makes volume name of sizeGiB (0: DefaultSizeGiB): an image
+// with an ext4 file system, made in a temporary directory and
 // renamed into place, so a crash leaves the volume whole or absent.
 func (s *Store) Create(ctx context.Context, name string, sizeGiB int64) (Volume, error) {
 	if err := CheckName("name", name); err != nil {
@@ -137,7 +139,7 @@ func (s *Store) Create(ctx context.Context, name string, sizeGiB int64) (Volume,
 	return v, nil
 }
 
-// mkfs makes path a sparse file of sizeGiB holding an empty ext4 file
+// mkfs makes path a file of sizeGiB holding an empty ext4 file
 // system with no blocks reserved for root (the guest's root fills it to
 // the last block); its root directory is root's, 0755, as a Docker
 // volume's is.
@@ -146,9 +148,15 @@ func mkfs(ctx context.Context, path string, sizeGiB int64) error {
 	if err != nil {
 		return err
 	}
-	err = f.Truncate(sizeGiB << 30)
+	// Allocated now, not sparse: the volume's size is the host disk it
+	// takes from its creation on, so filling it takes nothing more and
+	// volumes never promise more disk than the host has.
+	err = unix.Fallocate(int(f.Fd()), 0, 0, sizeGiB<<30)
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("%w: the host has no room for %d GiB", errdefs.ErrResourceExhausted, sizeGiB)
 	}
 	if err != nil {
 		return err
@@ -156,7 +164,7 @@ func mkfs(ctx context.Context, path string, sizeGiB int64) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-L", "corral-volume",
-		"-E", "lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0", path).CombinedOutput()
+		"-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0", path).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
 	}

@@ -180,9 +180,9 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine, io *qemuIO) ([]str
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 	}
 	for i, d := range append([]diskArg{
-		{"root", m.RootDisk, vminit.SerialRoot, true},
-		{"scratch", m.Scratch, vminit.SerialScratch, false},
-		{"modules", m.ModulesDisk, vminit.SerialModules, true},
+		{id: "root", file: m.RootDisk, serial: vminit.SerialRoot, ro: true},
+		{id: "scratch", file: m.Scratch, serial: vminit.SerialScratch},
+		{id: "modules", file: m.ModulesDisk, serial: vminit.SerialModules, ro: true},
 	}, volumeDiskArgs(m.Volumes)...) {
 		set := i + 1 // 1 to 3, then the volumes' past consoleFDSet
 		if set >= consoleFDSet {
@@ -197,7 +197,10 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine, io *qemuIO) ([]str
 			opts += ",readonly=on"
 		} else {
 			modes = append(modes, os.O_RDWR)
-			opts += ",discard=unmap,cache=writeback"
+			opts += ",cache=writeback"
+			if !d.keep {
+				opts += ",discard=unmap"
+			}
 		}
 		for _, mode := range modes {
 			f, err := os.OpenFile(d.file, mode|syscall.O_CLOEXEC, 0)

@@ -26,6 +26,9 @@ type volumeDisk struct {
 type diskArg struct {
 	id, file, serial string
 	ro               bool
+	// keep: no discard, so the guest never punches holes in an image
+	// whose blocks are allocated on purpose (a volume's).
+	keep bool
 }
 
 // volumeDisks are the volumes' disks and what the guest mounts of them.
@@ -43,7 +46,7 @@ func volumeDisks(vols []runtime.Volume) ([]volumeDisk, []vminit.Volume) {
 func volumeDiskArgs(disks []volumeDisk) []diskArg {
 	var out []diskArg
 	for i, d := range disks {
-		out = append(out, diskArg{id: fmt.Sprintf("vol%d", i), file: d.Image, serial: d.Serial, ro: d.ReadOnly})
+		out = append(out, diskArg{id: fmt.Sprintf("vol%d", i), file: d.Image, serial: d.Serial, ro: d.ReadOnly, keep: true})
 	}
 	return out
 }
