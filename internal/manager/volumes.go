@@ -124,7 +124,7 @@ func (m *Manager) mountVolumes(ctx context.Context, spec sandbox.Spec, params *r
 		rv := runtime.Volume{Name: v.Name, GuestPath: v.Path, ReadOnly: v.ReadOnly, Image: st.Image(v.Name)}
 		unlock := st.Lock(v.Name)
 		if spec.Runtime == "vm" {
-			err = st.Unmount(ctx, v.Name)
+			err = st.Release(ctx, v.Name)
 		} else {
 			rv.HostDir, err = st.HostDir(ctx, v.Name)
 		}

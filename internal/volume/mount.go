@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -71,6 +72,46 @@ func (s *Store) Unmount(ctx context.Context, name string) error {
 	}
 	s.log.Info("volume unmounted from the host", "op", "volume", "volume", name)
 	return nil
+}
+
+// Release unmounts volume name from the host and makes sure no loop
+// device backs its image any more: a copy of the host's mount in another
+// mount namespace would keep the host's kernel holding the file system,
+// and a vm guest must never mount it beside another kernel. The caller
+// holds Lock(name).
+func (s *Store) Release(ctx context.Context, name string) error {
+	if err := s.Unmount(ctx, name); err != nil {
+		return err
+	}
+	img := s.Image(name)
+	// The loop device is let go when its last user does, which the
+	// kernel may finish a moment after the unmount.
+	for deadline := time.Now().Add(3 * time.Second); ; {
+		dev := loopOf(img)
+		if dev == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: volume %q is still held on the host (%s)", errdefs.ErrFailedPrecondition, name, dev)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// loopOf returns the loop device whose backing file is img, or "".
+func loopOf(img string) string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.TrimSpace(string(b)) == img {
+			return filepath.Base(filepath.Dir(filepath.Dir(f)))
+		}
+	}
+	return ""
 }
 
 // Usage returns the bytes used and the size of volume name's file system

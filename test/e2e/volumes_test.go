@@ -162,7 +162,9 @@ func (d *daemon) volumeGVisor(t *testing.T) {
 	if code == 0 || !strings.Contains(out+errs, "No space left") {
 		t.Errorf("1100 MiB into a 1 GiB volume: exit %d %q %q", code, out, errs)
 	}
-	if drop := before - d.hostFree(t); drop > 128<<20 {
+	// (Other work on the host may write meanwhile: a sparse image would
+	// have taken 1 GiB.)
+	if drop := before - d.hostFree(t); drop > 512<<20 {
 		t.Errorf("filling the volume took %d MiB of the host's disk", drop>>20)
 	}
 	if got := d.mustCLI("exec", c, "--", "sh", "-c", "echo ok > /data/after-full && cat /data/after-full"); got != "ok\n" {
