@@ -36,16 +36,9 @@ func (s *Store) HostDir(ctx context.Context, name string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	// fsck first: a host crash while it was mounted (or a guest killed
-	// while writing it) may leave it needing a journal replay or a repair
-	// ext4 would refuse to mount without. -p repairs what is safe.
 	img := s.Image(name)
-	if out, err := exec.CommandContext(ctx, "e2fsck", "-p", img).CombinedOutput(); err != nil {
-		var ee *exec.ExitError
-		// 1: errors corrected; anything above is left for an operator.
-		if !errors.As(err, &ee) || ee.ExitCode() > 1 {
-			return "", fmt.Errorf("%w: volume %q needs repair: e2fsck: %s", errdefs.ErrFailedPrecondition, name, lastLine(out))
-		}
+	if err := fsck(ctx, name, img); err != nil {
+		return "", err
 	}
 	out, err := exec.CommandContext(ctx, "mount", "-t", "ext4", "-o", "loop,nosuid,nodev", img, dir).CombinedOutput()
 	if err != nil {
@@ -89,7 +82,9 @@ func (s *Store) Release(ctx context.Context, name string) error {
 	for deadline := time.Now().Add(3 * time.Second); ; {
 		dev := loopOf(img)
 		if dev == "" {
-			return nil
+			// A read-only guest mounts without replaying the journal
+			// (noload): replay it here, whoever left it.
+			return fsck(ctx, name, img)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: volume %q is still held on the host (%s)", errdefs.ErrFailedPrecondition, name, dev)
@@ -100,6 +95,21 @@ func (s *Store) Release(ctx context.Context, name string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// fsck checks img before a mount: a host crash while it was mounted, or
+// a guest killed while it wrote, may leave it needing a journal replay or
+// a repair ext4 would refuse to mount without. -p repairs what is safe.
+func fsck(ctx context.Context, name, img string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "e2fsck", "-p", img).CombinedOutput()
+	var ee *exec.ExitError
+	// 1: errors corrected; anything above is left for an operator.
+	if err != nil && (!errors.As(err, &ee) || ee.ExitCode() > 1) {
+		return fmt.Errorf("%w: volume %q needs repair: e2fsck: %s", errdefs.ErrFailedPrecondition, name, lastLine(out))
+	}
+	return nil
 }
 
 // loopOf returns the loop device whose backing file is img, or "".
