@@ -158,41 +158,12 @@ func (s *Server) writeVolumeFile(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	if _, err := s.m.WriteVolumeFile(r.Context(), name, path, r.Body, mode); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	s.listOne(w, r, name, path)
-}
-
-// listOne answers a write with the written file's entry.
-func (s *Server) listOne(w http.ResponseWriter, r *http.Request, name, path string) {
-	clean, _ := volume.CleanPath(path)
-	dir, base := parentOf(clean)
-	ents, err := s.m.ListVolumeDir(r.Context(), name, dir)
+	e, err := s.m.WriteVolumeFile(r.Context(), name, path, r.Body, mode)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	for _, e := range ents {
-		if e.Name == base {
-			writeJSON(w, http.StatusOK, volumeEntry(e))
-			return
-		}
-	}
-	s.writeError(w, errdefs.Invalid("path", "%s vanished after the write", clean))
-}
-
-func parentOf(p string) (string, string) {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			if i == 0 {
-				return "/", p[1:]
-			}
-			return p[:i], p[i+1:]
-		}
-	}
-	return "/", p
+	writeJSON(w, http.StatusOK, volumeEntry(e))
 }
 
 func (s *Server) listVolumeDir(w http.ResponseWriter, r *http.Request) {

@@ -287,16 +287,16 @@ func (m *Manager) OpenVolumeFile(ctx context.Context, name, path string) (*os.Fi
 
 // WriteVolumeFile writes r to file path of volume name from the host
 // side. The volume stays locked while it is written (no vm takes it).
-func (m *Manager) WriteVolumeFile(ctx context.Context, name, path string, r io.Reader, mode fs.FileMode) (int64, error) {
+func (m *Manager) WriteVolumeFile(ctx context.Context, name, path string, r io.Reader, mode fs.FileMode) (volume.Entry, error) {
 	st, err := m.volumes()
 	if err != nil {
-		return 0, err
+		return volume.Entry{}, err
 	}
 	unlock := st.Lock(name)
 	defer unlock()
 	root, err := m.volumeHostDir(ctx, st, name)
 	if err != nil {
-		return 0, err
+		return volume.Entry{}, err
 	}
 	return volume.WriteFile(root, path, r, mode)
 }

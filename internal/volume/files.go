@@ -102,39 +102,46 @@ func OpenFile(root, p string) (*os.File, os.FileInfo, error) {
 }
 
 // WriteFile writes r to file p of the volume mounted at root (created
-// with mode, or truncated; its parent directories made 0755 as needed).
-// A final symlink is refused, not followed.
-func WriteFile(root, p string, r io.Reader, mode fs.FileMode) (int64, error) {
+// with mode, or truncated; its parent directories made 0755 as needed)
+// and returns its entry. A final symlink is refused, not followed.
+func WriteFile(root, p string, r io.Reader, mode fs.FileMode) (Entry, error) {
 	rel, err := CleanPath(p)
 	if err != nil {
-		return 0, err
+		return Entry{}, err
 	}
 	if rel == "/" {
-		return 0, errdefs.Invalid("path", "/ is the volume's root directory")
+		return Entry{}, errdefs.Invalid("path", "/ is the volume's root directory")
 	}
 	if err := mkdirAll(root, path.Dir(rel)); err != nil {
-		return 0, err
+		return Entry{}, err
 	}
 	f, err := openIn(root, rel, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_NONBLOCK, uint32(mode.Perm()))
 	if err != nil {
-		return 0, err
+		return Entry{}, err
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return 0, errdefs.Invalid("path", "%s is not a regular file", rel)
+		return Entry{}, errdefs.Invalid("path", "%s is not a regular file", rel)
 	}
-	n, err := io.Copy(f, r)
+	_, err = io.Copy(f, r)
+	var e Entry
+	if err == nil {
+		var fi fs.FileInfo
+		if fi, err = f.Stat(); err == nil {
+			e = Entry{Name: path.Base(rel), Path: rel, Type: "file", Size: fi.Size(), Mode: fi.Mode().Perm(), ModifiedAt: fi.ModTime().UTC()}
+		}
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
-			return n, pathError(rel, pe.Err)
+			return Entry{}, pathError(rel, pe.Err)
 		}
-		return n, fmt.Errorf("writing %s: %w", rel, err)
+		return Entry{}, fmt.Errorf("writing %s: %w", rel, err)
 	}
-	return n, nil
+	return e, nil
 }
 
 // mkdirAll makes directory dir (absolute, clean) and its parents inside

@@ -103,7 +103,7 @@ func TestFilesStayInside(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := WriteFile(root, "/dir/sub/f", strings.NewReader("hi"), 0o600); err != nil {
+	if e, err := WriteFile(root, "/dir/sub/f", strings.NewReader("hi"), 0o600); err != nil || e.Size != 2 || e.Path != "/dir/sub/f" {
 		t.Fatal(err)
 	}
 	f, fi, err := OpenFile(root, "dir/../dir/sub/f")
