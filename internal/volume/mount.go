@@ -79,7 +79,7 @@ func (s *Store) Release(ctx context.Context, name string) error {
 	img := s.Image(name)
 	// The loop device is let go when its last user does, which the
 	// kernel may finish a moment after the unmount.
-	for deadline := time.Now().Add(3 * time.Second); ; {
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		dev := loopOf(img)
 		if dev == "" {
 			// A read-only guest mounts without replaying the journal
