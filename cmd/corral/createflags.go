@@ -23,6 +23,7 @@ type createFlags struct {
 	net                                             netFlags
 	expose, exposePublic                            []int
 	caCerts                                         []string
+	volumes                                         []string
 }
 
 // netFlags are the network policy flags of create, run and net set.
@@ -63,6 +64,7 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	f.net.register(fs)
 	fs.IntSliceVar(&f.expose, "expose", nil, "expose a port through the daemon, token-protected (repeatable)")
 	fs.IntSliceVar(&f.exposePublic, "expose-public", nil, "expose a port through the daemon without a token")
+	fs.StringArrayVarP(&f.volumes, "volume", "v", nil, "mount a named volume: NAME:/path or NAME:/path:ro (repeatable; see corral volume)")
 	fs.StringArrayVar(&f.caCerts, "ca-cert", nil, "a PEM file of CA certificates the sandbox trusts beyond its image's (repeatable)")
 	if withEntrypoint {
 		fs.StringVar(&f.entrypoint, "entrypoint", "", "command (run by sh -c) whose exit ends the sandbox")
@@ -88,6 +90,9 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags, NetworkPolicy: f.net.policy(),
 		FromSnapshot: f.fromSnapshot, AutoPause: f.autoPause, PauseOnTimeout: f.pauseOnTimeout, AutoResume: f.autoResume,
 		CACerts: cas,
+	}
+	if req.Volumes, err = volumeFlags(f.volumes); err != nil {
+		return apiv1.CreateSandboxRequest{}, err
 	}
 	if f.timeout < 0 {
 		req.Timeout = -1 // let the daemon name the problem
@@ -115,6 +120,30 @@ func pairs(flag string, kvs []string) (map[string]string, error) {
 			return nil, fmt.Errorf("%s %q: want KEY=VALUE", flag, kv)
 		}
 		out[k] = v
+	}
+	return out, nil
+}
+
+// volumeFlags parses --volume NAME:/path[:ro|:rw]; the daemon checks the
+// name and the path.
+func volumeFlags(vals []string) ([]apiv1.VolumeMount, error) {
+	var out []apiv1.VolumeMount
+	for _, v := range vals {
+		parts := strings.Split(v, ":")
+		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+			return nil, fmt.Errorf("--volume %q: want NAME:/path or NAME:/path:ro", v)
+		}
+		m := apiv1.VolumeMount{Name: parts[0], Path: parts[1]}
+		if len(parts) == 3 {
+			switch parts[2] {
+			case "ro":
+				m.ReadOnly = true
+			case "rw":
+			default:
+				return nil, fmt.Errorf("--volume %q: the mode is ro or rw, not %q", v, parts[2])
+			}
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }

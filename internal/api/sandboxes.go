@@ -76,7 +76,7 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 		MemoryMB: req.MemoryMB, MemoryLimitMB: req.MemoryLimitMB, DiskMB: req.DiskMB, Timeout: timeout, IdleTimeout: idle,
 		Env: req.Env, Workdir: req.Workdir, User: req.User, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
 		FromSnapshot: req.FromSnapshot, AutoPause: req.AutoPause, PauseOnTimeout: req.PauseOnTimeout, AutoResume: req.AutoResume,
-		CACerts: req.CACerts,
+		CACerts: req.CACerts, Volumes: volumesOf(req.Volumes),
 	}, nil
 }
 
@@ -88,7 +88,7 @@ func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		Workdir: sb.Spec.Workdir, User: sb.Spec.User, Tags: sb.Spec.Tags, Entrypoint: sb.Spec.Entrypoint, CreatedAt: sb.CreatedAt,
 		Network: networkOf(sb.Spec.Network), ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
 		RuntimeInfo: sb.RuntimeInfo, FromSnapshot: sb.Spec.FromSnapshot, AutoPause: sb.Spec.AutoPause,
-		PauseOnTimeout: sb.Spec.PauseOnTimeout, AutoResume: sb.Spec.AutoResume,
+		PauseOnTimeout: sb.Spec.PauseOnTimeout, AutoResume: sb.Spec.AutoResume, Volumes: volumesToAPI(sb.Spec.Volumes),
 	}
 	out.Error = s.red.String(sb.Error)
 	if !sb.State.Terminal() {

@@ -98,6 +98,13 @@ var routes = []route{
 	{"GET /v1/images/layers/{digest}", false, func(s *Server) http.HandlerFunc { return s.getLayer }},
 	{"GET /v1/images/{ref...}", false, func(s *Server) http.HandlerFunc { return s.getImage }},
 	{"DELETE /v1/images/{ref...}", false, func(s *Server) http.HandlerFunc { return s.deleteImage }},
+	{"POST /v1/volumes", false, func(s *Server) http.HandlerFunc { return s.createVolume }},
+	{"GET /v1/volumes", false, func(s *Server) http.HandlerFunc { return s.listVolumes }},
+	{"GET /v1/volumes/{name}", false, func(s *Server) http.HandlerFunc { return s.getVolume }},
+	{"DELETE /v1/volumes/{name}", false, func(s *Server) http.HandlerFunc { return s.deleteVolume }},
+	{"GET /v1/volumes/{name}/files", false, func(s *Server) http.HandlerFunc { return s.readVolumeFile }},
+	{"PUT /v1/volumes/{name}/files", false, func(s *Server) http.HandlerFunc { return s.writeVolumeFile }},
+	{"GET /v1/volumes/{name}/list", false, func(s *Server) http.HandlerFunc { return s.listVolumeDir }},
 	// Exposed ports authorise with the sandbox's port token themselves.
 	{"/v1/sandboxes/{id}/ports/{port}/{path...}", true, func(s *Server) http.HandlerFunc { return s.proxyPort }},
 	{"GET /v1/sandboxes/{id}/tunnel/{port}", true, func(s *Server) http.HandlerFunc { return s.tunnelPort }},

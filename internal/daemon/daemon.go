@@ -39,6 +39,7 @@ import (
 	"corral/internal/sandbox"
 	"corral/internal/seal"
 	"corral/internal/telemetry"
+	"corral/internal/volume"
 )
 
 // sealKeyFile (in the state directory) is the daemon's own key: it seals
@@ -167,6 +168,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)
 	}
+	volumes, err := volume.Open(filepath.Join(cfg.StateDir, "volumes"), log)
+	if err != nil {
+		return err
+	}
 	runtimes := map[string]runtime.Runtime{"gvisor": gv}
 	unavailable := map[string]string{}
 	if v, err := vm.New(vm.Config{
@@ -183,7 +188,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
-		CACerts: cfg.CACerts, Telemetry: tel,
+		CACerts: cfg.CACerts, Telemetry: tel, Volumes: volumes,
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
 		return err

@@ -36,6 +36,9 @@ func (m *Manager) create(ctx context.Context, spec sandbox.Spec, st *createStat)
 		return nil, err
 	}
 	st.runtime = spec.Runtime
+	if err := m.checkVolumes(spec); err != nil {
+		return nil, err
+	}
 	rt, err := m.resolve(&spec)
 	if err != nil {
 		return nil, err
@@ -46,7 +49,7 @@ func (m *Manager) create(ctx context.Context, spec sandbox.Spec, st *createStat)
 		return nil, err
 	}
 	defer release()
-	if from == nil {
+	if from == nil && len(spec.Volumes) == 0 {
 		if rec, ok, err := m.claimFromPool(ctx, spec); ok || err != nil {
 			st.source = telemetry.SourcePool
 			return rec, err
@@ -144,6 +147,9 @@ func (m *Manager) admit(rec *sandbox.Sandbox, rt runtime.Runtime) (*handle.Handl
 	if err := m.admissible(rec.Spec); err != nil {
 		return nil, err
 	}
+	if err := m.volumesAdmissible(rec.Spec); err != nil {
+		return nil, err
+	}
 	h := handle.New(rec, rt, m.host)
 	m.handles[rec.ID] = h
 	return h, nil
@@ -171,6 +177,9 @@ func (m *Manager) start(ctx context.Context, h *handle.Handle, o launchOpts, tr 
 		return err
 	}
 	tr.step("network")
+	if err := m.mountVolumes(ctx, rec.Spec, &params); err != nil {
+		return err
+	}
 	if err := startRuntime(ctx, h.Runtime(), params, o.from); err != nil {
 		return fmt.Errorf("starting runtime %s: %w", h.Runtime().Name(), err)
 	}
@@ -181,6 +190,7 @@ func (m *Manager) start(ctx context.Context, h *handle.Handle, o launchOpts, tr 
 	}
 	h.SetAgent(client)
 	tr.step("agent")
+	volumeEvents(h, rec.Spec)
 	if cas := m.sandboxCAs(rec.Spec); len(cas) > 0 {
 		if err := installCAs(ctx, client, cas); err != nil {
 			return err

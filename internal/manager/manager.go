@@ -38,6 +38,7 @@ import (
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
 	"corral/internal/telemetry"
+	"corral/internal/volume"
 )
 
 // Config configures a Manager.
@@ -103,6 +104,8 @@ type Config struct {
 	// Telemetry gets the Prometheus series' events (telemetry.go); nil:
 	// none are recorded.
 	Telemetry *telemetry.Metrics
+	// Volumes holds the named volumes (volumes.go); nil: none.
+	Volumes *volume.Store
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it

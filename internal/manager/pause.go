@@ -25,6 +25,9 @@ func (m *Manager) pauser(ctx context.Context, id string) (*handle.Handle, runtim
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: runtime %s cannot pause sandboxes", errdefs.ErrNotSupported, h.Runtime().Name())
 	}
+	if err := refuseWithVolumes(h.Record(), "paused"); err != nil {
+		return nil, nil, err
+	}
 	return h, p, nil
 }
 

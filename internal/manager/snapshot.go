@@ -181,6 +181,9 @@ func (m *Manager) snapshotter(ctx context.Context, id string) (*handle.Handle, r
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: runtime %s cannot take memory snapshots", errdefs.ErrNotSupported, h.Runtime().Name())
 	}
+	if err := refuseWithVolumes(h.Record(), "saved to a memory snapshot or forked"); err != nil {
+		return nil, nil, err
+	}
 	return h, sn, nil
 }
 

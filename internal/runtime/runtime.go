@@ -88,10 +88,24 @@ type StartParams struct {
 	// Nameservers the sandbox's /etc/resolv.conf should name (the daemon's
 	// resolver on the sandbox's gateway); empty leaves the file alone.
 	Nameservers []string
+	// Volumes are named volumes to mount into the sandbox.
+	Volumes []Volume
 	// Trace, if set, is told how long each of the start's own steps took
 	// (for corral bench --breakdown); step names are short and stable
 	// ("create", "start", "boot").
 	Trace func(step string, took time.Duration)
+}
+
+// Volume is one volume a sandbox mounts at GuestPath (absolute, clean,
+// validated by the caller). gvisor bind-mounts HostDir (the volume's file
+// system, mounted on the host); vm attaches Image (the ext4 image itself)
+// as a disk, which the caller has unmounted from the host.
+type Volume struct {
+	Name      string
+	HostDir   string
+	Image     string
+	GuestPath string
+	ReadOnly  bool
 }
 
 // Steps returns a function that tells trace (if not nil) the time since

@@ -70,6 +70,8 @@ type Spec struct {
 	// CACerts are PEM CA certificates the sandbox trusts beyond its
 	// image's (added to its trust store at start; ValidateCACerts).
 	CACerts []string `json:"ca_certs,omitempty"`
+	// Volumes are named volumes mounted into the sandbox (volumes.go).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // ExposedPort is a port inside the sandbox reachable through the daemon.
@@ -119,6 +121,9 @@ func (s *Spec) Normalize() error {
 		return err
 	}
 	if err := s.validateExpose(); err != nil {
+		return err
+	}
+	if err := s.validateVolumes(); err != nil {
 		return err
 	}
 	return s.validateStrings()

@@ -43,6 +43,8 @@ type CreateSandboxRequest struct {
 	// blocks, at most 32 KiB; at most 16) the sandbox trusts beyond its
 	// image's: added to its trust store at start.
 	CACerts []string `json:"ca_certs,omitempty"`
+	// Volumes are named volumes mounted into the sandbox (at most 16).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 	NetworkPolicy
 }
 
@@ -106,6 +108,8 @@ type Sandbox struct {
 	RuntimeInfo map[string]string `json:"runtime_info,omitempty"`
 	// FromSnapshot is the memory snapshot the sandbox started from.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// Volumes are the named volumes it mounts.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// CreatePhases is how long each step of the create took, in order
 	// (the runtime's own steps, "runtime.<step>", lie within "runtime");
 	// present while the daemon that created the sandbox runs.

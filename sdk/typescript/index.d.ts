@@ -100,6 +100,8 @@ export interface CreateOptions extends ClientOptions {
   expose?: Array<number | { port: number; public?: boolean }>;
   /** Start as a copy of this memory snapshot (id or name). */
   fromSnapshot?: string;
+  /** Named volumes to mount (corral volume create). */
+  volumes?: Array<{ name: string; path: string; read_only?: boolean }>;
   /** The sandbox's entrypoint (default: it idles until its timeout). */
   cmd?: string[];
 }

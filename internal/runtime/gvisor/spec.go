@@ -59,6 +59,12 @@ var capabilities = []string{
 // gofer opens the shared root filesystem read-only and every write lands in
 // the private layer.
 func buildSpec(p runtime.StartParams, cgroupsPath string) *specs.Spec {
+	spec := baseSpec(p, cgroupsPath)
+	spec.Mounts = append(spec.Mounts, volumeMounts(p.Volumes)...)
+	return spec
+}
+
+func baseSpec(p runtime.StartParams, cgroupsPath string) *specs.Spec {
 	env := append([]string(nil), p.Env...)
 	if !hasEnv(env, "PATH") {
 		env = append(env, defaultPath)

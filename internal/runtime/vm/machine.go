@@ -78,6 +78,7 @@ func (r *Runtime) prepare(ctx context.Context, p runtime.StartParams) (*machine,
 		return nil, err
 	}
 	cfg := vminit.Config{Hostname: p.Hostname, Env: p.Env, Nameservers: p.Nameservers, KernelRelease: r.kernel.release, Modules: mods}
+	m.Volumes, cfg.Volumes = volumeDisks(p.Volumes)
 	if p.NetnsPath != "" {
 		if cfg.Network, m.tap, err = plugNetwork(p.NetnsPath, m.MAC); err != nil {
 			return nil, err
@@ -178,15 +179,15 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine, io *qemuIO) ([]str
 		// so it needs none of them.
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 	}
-	for i, d := range []struct {
-		id, file, serial string
-		ro               bool
-	}{
-		{"root", m.RootDisk, vminit.SerialRoot, true},
-		{"scratch", m.Scratch, vminit.SerialScratch, false},
-		{"modules", m.ModulesDisk, vminit.SerialModules, true},
-	} {
-		set := i + 1 // 1 to 3; consoleFDSet is beyond
+	for i, d := range append([]diskArg{
+		{id: "root", file: m.RootDisk, serial: vminit.SerialRoot, ro: true},
+		{id: "scratch", file: m.Scratch, serial: vminit.SerialScratch},
+		{id: "modules", file: m.ModulesDisk, serial: vminit.SerialModules, ro: true},
+	}, volumeDiskArgs(m.Volumes)...) {
+		set := i + 1 // 1 to 3, then the volumes' past consoleFDSet
+		if set >= consoleFDSet {
+			set++
+		}
 		modes := []int{os.O_RDONLY}
 		// No image locks: the daemon alone hands out these files, and a
 		// guest that runs on after a memory snapshot (whose migration
@@ -196,7 +197,10 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine, io *qemuIO) ([]str
 			opts += ",readonly=on"
 		} else {
 			modes = append(modes, os.O_RDWR)
-			opts += ",discard=unmap,cache=writeback"
+			opts += ",cache=writeback"
+			if !d.keep {
+				opts += ",discard=unmap"
+			}
 		}
 		for _, mode := range modes {
 			f, err := os.OpenFile(d.file, mode|syscall.O_CLOEXEC, 0)

@@ -69,12 +69,15 @@ class Sandbox:
                cidr_allowlist: Optional[Sequence[str]] = None,
                domain_allowlist: Optional[Sequence[str]] = None,
                expose: Optional[Sequence[int]] = None, from_snapshot: Optional[str] = None,
+               volumes: Optional[Sequence[Mapping[str, Any]]] = None,
                client: Optional[Client] = None) -> "Sandbox":
         """Creates a sandbox and returns it once it runs.
 
         ``cmd`` is its entrypoint (none: it idles until its timeout); ``runtime``
         is "gvisor" or "vm"; ``cpu`` cores and ``memory`` MiB are a number or a
-        (request, limit) pair; ``timeout`` and ``idle_timeout`` are seconds.
+        (request, limit) pair; ``timeout`` and ``idle_timeout`` are seconds;
+        ``volumes`` are named volumes to mount, as the API takes them:
+        ``[{"name": "data", "path": "/data", "read_only": False}]``.
         """
         cpu_req, cpu_lim = _split(cpu, "cpu")
         mem_req, mem_lim = _split(memory, "memory")
@@ -89,6 +92,7 @@ class Sandbox:
             "domain_allowlist": list(domain_allowlist) if domain_allowlist else None,
             "expose": [{"port": int(p)} for p in expose] if expose else None,
             "from_snapshot": from_snapshot,
+            "volumes": [dict(v) for v in volumes] if volumes else None,
         }
         c = client or Client()
         info = c.call("POST", "/v1/sandboxes", payload={k: v for k, v in body.items() if v is not None})

@@ -229,6 +229,7 @@ function createBody(o) {
     entrypoint: o.cmd,
     expose: o.expose?.map((p) => (typeof p === "number" ? { port: p } : p)),
     from_snapshot: o.fromSnapshot,
+    volumes: o.volumes,
     block_network: o.blockNetwork,
     cidr_allowlist: o.cidrAllowlist,
     domain_allowlist: o.domainAllowlist,
