@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/secrets"
 	"corral/internal/ids"
 	"corral/internal/netpolicy/policy"
 )
@@ -70,6 +71,16 @@ type Spec struct {
 	// CACerts are PEM CA certificates the sandbox trusts beyond its
 	// image's (added to its trust store at start; ValidateCACerts).
 	CACerts []string `json:"ca_certs,omitempty"`
+	// Secrets names the stored secrets whose values every process gets as
+	// environment variables (after Env). The record keeps the names only;
+	// the values, read at create, are SecretEnv.
+	Secrets []string `json:"secrets,omitempty"`
+	// SecretEnv holds the values of Secrets: never encoded with the spec
+	// (the records store seals it with Env), never in the API.
+	SecretEnv map[string]string `json:"-"`
+	// SecretHeaders are the egress proxy's header rules: values injected
+	// into the sandbox's requests to named hosts, never into the sandbox.
+	SecretHeaders []secrets.HeaderRule `json:"secret_headers,omitempty"`
 }
 
 // ExposedPort is a port inside the sandbox reachable through the daemon.
@@ -221,6 +232,12 @@ func (s *Spec) validateStrings() error {
 		return err
 	}
 	if err := ValidateCACerts("ca_certs", s.CACerts); err != nil {
+		return err
+	}
+	if err := secrets.ValidateNames("secrets", s.Secrets); err != nil {
+		return err
+	}
+	if err := secrets.NormalizeRules("secret_headers", s.SecretHeaders); err != nil {
 		return err
 	}
 	if s.Workdir != "" && (!strings.HasPrefix(s.Workdir, "/") || len(s.Workdir) > 4096 || strings.ContainsRune(s.Workdir, 0)) {
