@@ -37,13 +37,16 @@ func (m *Manager) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
+	if err := m.resolveSecrets(ctx, &spec); err != nil {
+		return nil, err
+	}
 	m.caEnv(&spec)
 	release, err := m.reserveName(spec.Name)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if from == nil {
+	if from == nil && !usesSecrets(spec) {
 		if rec, ok, err := m.claimFromPool(ctx, spec); ok || err != nil {
 			return rec, err
 		}
@@ -177,7 +180,11 @@ func (m *Manager) start(ctx context.Context, h *handle.Handle, o launchOpts, tr 
 	}
 	h.SetAgent(client)
 	tr.step("agent")
-	if cas := m.sandboxCAs(rec.Spec); len(cas) > 0 {
+	own, err := m.secretCAPEMs(rec)
+	if err != nil {
+		return err
+	}
+	if cas := append(m.sandboxCAs(rec.Spec), own...); len(cas) > 0 {
 		if err := installCAs(ctx, client, cas); err != nil {
 			return err
 		}
