@@ -93,6 +93,10 @@ type Config struct {
 	// CACerts are PEM CA certificates every sandbox trusts beyond its
 	// image's (validated by the caller).
 	CACerts []string
+	// SecretUpstreamCA is a PEM file of CAs trusted, beside the system's,
+	// for the real certificates of hosts the egress proxy injects secret
+	// headers for.
+	SecretUpstreamCA string
 }
 
 // metricsInterval maps the daemon's flag (0: off) to the manager's
@@ -147,8 +151,12 @@ func Run(ctx context.Context, cfg Config) error {
 	// before a restart); the few made while it reconciles are dropped.
 	var record atomic.Pointer[func(policy.Decision)]
 	var networking *manager.Networking
+	sec, err := newSecretEgress(cfg.SecretUpstreamCA)
+	if err != nil {
+		return err
+	}
 	if !cfg.Net.Disabled {
-		net, err := startNetwork(ctx, cfg.StateDir, cfg.Net, cfg.Shares, &record, log)
+		net, err := startNetwork(ctx, cfg.StateDir, cfg.Net, cfg.Shares, &record, sec, log)
 		if err != nil {
 			return err
 		}
@@ -175,7 +183,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
-		CACerts: cfg.CACerts,
+		CACerts: cfg.CACerts, SecretCASeed: key.Derive(secretCAKeyLabel),
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
 		return err
@@ -187,6 +195,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer m.Close()
 	recordFn := m.RecordDecision
 	record.Store(&recordFn)
+	sec.m.Store(m)
 	builder := build.New(build.Config{Manager: m, Store: images, BaseRootFS: cfg.BaseRootFS, Log: log})
 	// Once more, now that the stores and runtimes made their directories.
 	if err := tightenState(cfg.StateDir); err != nil {

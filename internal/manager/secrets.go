@@ -221,3 +221,6 @@ func (m *Manager) RecordInjection(id, host string, headers []string, count int, 
 	}
 	m.event(id, "egress_injected", "set "+fields["headers"]+" on requests to "+host, fields)
 }
+
+// SecretInfo is what may be shown of a secret (never a value).
+type SecretInfo = records.SecretInfo

@@ -165,4 +165,3 @@ func (s *Store) SecretValues(ctx context.Context, name string) (map[string]strin
 	}
 	return values, nil
 }
-

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"corral/internal/errdefs"
-	"corral/internal/secrets"
 	"corral/internal/ids"
 	"corral/internal/netpolicy/policy"
+	"corral/internal/secrets"
 )
 
 // Limits and defaults of a spec.
