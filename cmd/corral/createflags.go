@@ -23,6 +23,7 @@ type createFlags struct {
 	net                                             netFlags
 	expose, exposePublic                            []int
 	caCerts                                         []string
+	secrets, secretHeaders                          []string
 }
 
 // netFlags are the network policy flags of create, run and net set.
@@ -64,6 +65,7 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	fs.IntSliceVar(&f.expose, "expose", nil, "expose a port through the daemon, token-protected (repeatable)")
 	fs.IntSliceVar(&f.exposePublic, "expose-public", nil, "expose a port through the daemon without a token")
 	fs.StringArrayVar(&f.caCerts, "ca-cert", nil, "a PEM file of CA certificates the sandbox trusts beyond its image's (repeatable)")
+	registerSecretFlags(fs, &f.secrets, &f.secretHeaders)
 	if withEntrypoint {
 		fs.StringVar(&f.entrypoint, "entrypoint", "", "command (run by sh -c) whose exit ends the sandbox")
 	}
@@ -87,7 +89,10 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, DiskMB: int64(f.disk * 1024), Timeout: f.timeout.Seconds(),
 		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags, NetworkPolicy: f.net.policy(),
 		FromSnapshot: f.fromSnapshot, AutoPause: f.autoPause, PauseOnTimeout: f.pauseOnTimeout, AutoResume: f.autoResume,
-		CACerts: cas,
+		CACerts: cas, Secrets: f.secrets,
+	}
+	if req.SecretHeaders, err = secretHeaders(f.secretHeaders); err != nil {
+		return apiv1.CreateSandboxRequest{}, err
 	}
 	if f.timeout < 0 {
 		req.Timeout = -1 // let the daemon name the problem
