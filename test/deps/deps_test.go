@@ -22,7 +22,7 @@ import (
 // tests) is imported by tests only.
 var allowed = map[string][]string{
 	"corral/cmd/corral": {"corral/internal/agent", "corral/internal/bench", "corral/internal/daemon",
-		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/mcp", "corral/internal/selftest", "corral/internal/selftest/probe", "corral/internal/vminit",
+		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/mcp", "corral/internal/secrets", "corral/internal/selftest", "corral/internal/selftest/probe", "corral/internal/vminit",
 		"corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/agent":             {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/image/dirtar"},
 	"corral/internal/agentapi":          {"corral/internal/errdefs"},
