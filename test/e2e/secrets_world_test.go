@@ -194,4 +194,3 @@ func secretTestLeaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey,
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
-
