@@ -102,6 +102,10 @@ export interface CreateOptions extends ClientOptions {
   fromSnapshot?: string;
   /** The sandbox's entrypoint (default: it idles until its timeout). */
   cmd?: string[];
+  /** Stored secrets whose keys and values every process gets as env. */
+  secrets?: string[];
+  /** Egress header rules: the proxy sets header on requests to host from a secret; the sandbox never holds it. */
+  secretHeaders?: Array<{ secret: string; key: string; host: string; header: string; template?: string }>;
 }
 
 export interface ExecOptions {
@@ -116,6 +120,8 @@ export interface ExecOptions {
   stdin?: boolean;
   /** Timeout, kill and disconnect reach every descendant. */
   killTree?: boolean;
+  /** Stored secrets whose keys and values the process gets as env. */
+  secrets?: string[];
 }
 
 export interface ExitInfo {
