@@ -259,6 +259,7 @@ func (m *Manager) forget(h *handle.Handle) {
 		delete(m.handles, h.ID())
 	}
 	m.mu.Unlock()
+	m.cas.drop(h.ID())
 }
 
 func resourcesOf(s sandbox.Spec) runtime.Resources {

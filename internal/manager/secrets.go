@@ -120,6 +120,13 @@ type secretCAs struct {
 	cas map[string]*secrets.CA
 }
 
+// drop forgets sandbox id's CA (it ended).
+func (c *secretCAs) drop(id string) {
+	c.mu.Lock()
+	delete(c.cas, id)
+	c.mu.Unlock()
+}
+
 // sandboxCA returns the egress CA of sandbox rec (derived, so the same
 // after a restart).
 func (m *Manager) sandboxCA(rec *sandbox.Sandbox) (*secrets.CA, error) {
