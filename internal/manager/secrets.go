@@ -96,6 +96,9 @@ func (m *Manager) resolveSecrets(ctx context.Context, spec *sandbox.Spec) error 
 		}
 		spec.SecretEnv = env
 	}
+	if len(spec.SecretHeaders) > 0 && spec.Network.BlockNetwork {
+		return errdefs.Invalid("secret_headers", "the sandbox has no network (block_network, or a daemon without networking) to inject into")
+	}
 	for i, r := range spec.SecretHeaders {
 		v, err := m.records.SecretValues(ctx, r.Secret)
 		if err != nil {

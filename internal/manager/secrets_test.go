@@ -31,8 +31,8 @@ func TestSecretEnv(t *testing.T) {
 		t.Errorf("a missing secret: %v, want not found", err)
 	}
 	_, err := e.m.Create(ctx, sandbox.Spec{User: selfUser(), SecretHeaders: []secrets.HeaderRule{{Secret: "envsec", Key: "NOPE", Host: "api.example.com", Header: "Authorization"}}})
-	if !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("a missing key in a header rule: %v, want not found", err)
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "no network") {
+		t.Errorf("header rules without a network: %v, want invalid", err)
 	}
 	sb := e.create(sandbox.Spec{Secrets: []string{"envsec"}})
 	if out, _ := e.run(sb.ID, "printenv", "TOKEN"); out != v1+"\n" {
