@@ -114,3 +114,25 @@ func TestCA(t *testing.T) {
 		t.Error("another sandbox's CA verifies the leaf")
 	}
 }
+
+// FuzzParseHeaderRule: no input panics; an accepted rule is normalized
+// (parsing its own form gives it back) and its template makes one header
+// line.
+func FuzzParseHeaderRule(f *testing.F) {
+	for _, s := range []string{"api:TOKEN@api.example.com:Authorization=Bearer {value}", "a:B@h.x:H", "@:=", "a:b@c:d={value}{value}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseHeaderRule(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseHeaderRule(r.Secret + ":" + r.Key + "@" + r.Host + ":" + r.Header + "=" + r.Template)
+		if err != nil || again != r {
+			t.Fatalf("%q: %+v, reparsed %+v, %v", s, r, again, err)
+		}
+		if v, ok := r.Value("v"); !ok || strings.ContainsAny(v, "\r\n\x00") {
+			t.Fatalf("%q: header value %q", s, v)
+		}
+	})
+}
