@@ -59,7 +59,7 @@ func newSecretWorld(t *testing.T) *secretWorld {
 	run(t, "ip", "link", "set", ns, "up")
 	for _, a := range []string{secretAPIAddr, secretOtherAddr} {
 		run(t, "ip", "-n", ns, "addr", "add", a+"/24", "dev", "w0")
-		run(t, "ip", "route", "add", a+"/32", "dev", ns)
+		run(t, "ip", "route", "add", a+"/32", "dev", ns, "src", secretHostSide)
 	}
 	run(t, "ip", "-n", ns, "link", "set", "w0", "up")
 	run(t, "ip", "-n", ns, "link", "set", "lo", "up")
