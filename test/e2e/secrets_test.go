@@ -160,8 +160,22 @@ func (d *daemon) assertNoValue(t *testing.T, id string, logs *lockedBuffer, v st
 	if strings.Contains(out, v) {
 		t.Error("the value is in the sandbox's env or a process's environ")
 	}
-	files, _, code := d.cli("", "exec", id, "--", "grep", "-rlsE", "--exclude-dir=proc", "--exclude-dir=sys", "--exclude-dir=dev", grepPattern(v), "/")
-	if (code != 1 && code != 2) || files != "" { // 2: an unreadable file, nothing found
+	if !strings.Contains(out, "ENV_TOKEN=") {
+		t.Errorf("the env search sees no env (ENV_TOKEN missing):\n%.300s", out)
+	}
+	// A canary in a file shows the search finds what is there.
+	canary := randomValue("canary-")
+	if _, errs, code := d.cli(canary, "fs", "put", id, "-", "/var/tmp/canary"); code != 0 {
+		t.Fatalf("fs put: %s", errs)
+	}
+	grep := func(s string) (string, int) {
+		files, _, code := d.cli("", "exec", id, "--", "grep", "-rlsE", "--exclude-dir=proc", "--exclude-dir=sys", "--exclude-dir=dev", grepPattern(s), "/")
+		return strings.TrimSpace(files), code
+	}
+	if files, code := grep(canary); files != "/var/tmp/canary" {
+		t.Errorf("grep -r for a canary: exit %d, files %q, want /var/tmp/canary", code, files)
+	}
+	if files, code := grep(v); (code != 1 && code != 2) || files != "" { // 2: an unreadable file, nothing found
 		t.Errorf("grep -r over the sandbox: exit %d, files %q", code, files)
 	}
 	for _, p := range []string{"/v1/sandboxes/" + id, "/v1/sandboxes/" + id + "/events", "/v1/secrets", "/v1/secrets/api"} {
