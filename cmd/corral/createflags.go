@@ -24,6 +24,7 @@ type createFlags struct {
 	expose, exposePublic                            []int
 	caCerts                                         []string
 	volumes                                         []string
+	secrets, secretHeaders                          []string
 }
 
 // netFlags are the network policy flags of create, run and net set.
@@ -66,6 +67,7 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	fs.IntSliceVar(&f.exposePublic, "expose-public", nil, "expose a port through the daemon without a token")
 	fs.StringArrayVarP(&f.volumes, "volume", "v", nil, "mount a named volume: NAME:/path or NAME:/path:ro (repeatable; see corral volume)")
 	fs.StringArrayVar(&f.caCerts, "ca-cert", nil, "a PEM file of CA certificates the sandbox trusts beyond its image's (repeatable)")
+	registerSecretFlags(fs, &f.secrets, &f.secretHeaders)
 	if withEntrypoint {
 		fs.StringVar(&f.entrypoint, "entrypoint", "", "command (run by sh -c) whose exit ends the sandbox")
 	}
@@ -89,7 +91,10 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, DiskMB: int64(f.disk * 1024), Timeout: f.timeout.Seconds(),
 		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags, NetworkPolicy: f.net.policy(),
 		FromSnapshot: f.fromSnapshot, AutoPause: f.autoPause, PauseOnTimeout: f.pauseOnTimeout, AutoResume: f.autoResume,
-		CACerts: cas,
+		CACerts: cas, Secrets: f.secrets,
+	}
+	if req.SecretHeaders, err = secretHeaders(f.secretHeaders); err != nil {
+		return apiv1.CreateSandboxRequest{}, err
 	}
 	if req.Volumes, err = volumeFlags(f.volumes); err != nil {
 		return apiv1.CreateSandboxRequest{}, err

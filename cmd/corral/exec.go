@@ -16,6 +16,7 @@ func newExecCmd() *cobra.Command {
 		cwd     string
 		user    string
 		env     []string
+		secrets []string
 		timeout time.Duration
 		tree    bool
 	)
@@ -34,7 +35,7 @@ func newExecCmd() *cobra.Command {
 			}
 			ctx, cancel := cmdContext()
 			defer cancel()
-			req := apiv1.ExecRequest{Cmd: args[1:], Cwd: cwd, User: user, Env: envs, Timeout: timeout.Seconds(), KillTree: tree}
+			req := apiv1.ExecRequest{Cmd: args[1:], Cwd: cwd, User: user, Env: envs, Timeout: timeout.Seconds(), KillTree: tree, Secrets: secrets}
 			if detach {
 				req.Background = true
 				s, err := c.Exec(ctx, args[0], req)
@@ -59,6 +60,7 @@ func newExecCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&cwd, "workdir", "w", "", "working directory")
 	cmd.Flags().StringVarP(&user, "user", "u", "", "user (name, uid or uid:gid)")
 	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "environment variable K=V (repeatable)")
+	cmd.Flags().StringArrayVar(&secrets, "secret", nil, "a stored secret whose keys and values the process gets as env variables (repeatable)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "kill the command's process group after this long (exit 124); see --kill-tree")
 	cmd.Flags().BoolVar(&tree, "kill-tree", false, "the timeout, Ctrl-C and signals kill every descendant of the command, setsid'd ones too, not only its process group")
 	return cmd

@@ -49,6 +49,7 @@ func newServeCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&caCerts, "ca-cert", nil, "a PEM file of CA certificates every sandbox and image build trusts beyond its image's (repeatable)")
+	f.StringVar(&cfg.SecretUpstreamCA, "secret-upstream-ca", "", "a PEM file of CAs trusted, beside the system's, for the real certificates of hosts that --secret-header rules inject into")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	f.StringVar(&cfg.EnvdListen, "envd-listen", "127.0.0.1:49983", "address of the E2B envd face (E2B clients' E2B_SANDBOX_URL); empty: off")
 	f.StringVar(&cfg.EnvdDebugSandbox, "envd-debug-sandbox", "", "sandbox (id or name) the E2B SDK's debug mode (E2B_DEBUG=true) reaches through the envd face, with no access token; needs a loopback --envd-listen")

@@ -31,7 +31,7 @@ func (s *Server) execProcess(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	p := manager.ExecParams{Args: req.Cmd, Env: req.Env, Cwd: req.Cwd, User: req.User, Stdin: req.Stdin, Timeout: timeout, Tag: req.Tag, KillTree: req.KillTree}
+	p := manager.ExecParams{Args: req.Cmd, Env: req.Env, Cwd: req.Cwd, User: req.User, Stdin: req.Stdin, Timeout: timeout, Tag: req.Tag, KillTree: req.KillTree, Secrets: req.Secrets}
 	if req.PTY != nil {
 		p.PTY = &agentapi.PTYSize{Cols: req.PTY.Cols, Rows: req.PTY.Rows}
 	}

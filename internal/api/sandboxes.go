@@ -77,6 +77,7 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 		Env: req.Env, Workdir: req.Workdir, User: req.User, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
 		FromSnapshot: req.FromSnapshot, AutoPause: req.AutoPause, PauseOnTimeout: req.PauseOnTimeout, AutoResume: req.AutoResume,
 		CACerts: req.CACerts, Volumes: volumesOf(req.Volumes),
+		Secrets: req.Secrets, SecretHeaders: headerRulesOf(req.SecretHeaders),
 	}, nil
 }
 
@@ -89,6 +90,7 @@ func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		Network: networkOf(sb.Spec.Network), ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
 		RuntimeInfo: sb.RuntimeInfo, FromSnapshot: sb.Spec.FromSnapshot, AutoPause: sb.Spec.AutoPause,
 		PauseOnTimeout: sb.Spec.PauseOnTimeout, AutoResume: sb.Spec.AutoResume, Volumes: volumesToAPI(sb.Spec.Volumes),
+		Secrets: sb.Spec.Secrets, SecretHeaders: headerRulesToAPI(sb.Spec.SecretHeaders),
 	}
 	out.Error = s.red.String(sb.Error)
 	if !sb.State.Terminal() {

@@ -105,6 +105,11 @@ var routes = []route{
 	{"GET /v1/volumes/{name}/files", false, func(s *Server) http.HandlerFunc { return s.readVolumeFile }},
 	{"PUT /v1/volumes/{name}/files", false, func(s *Server) http.HandlerFunc { return s.writeVolumeFile }},
 	{"GET /v1/volumes/{name}/list", false, func(s *Server) http.HandlerFunc { return s.listVolumeDir }},
+	{"POST /v1/secrets", false, func(s *Server) http.HandlerFunc { return s.createSecret }},
+	{"GET /v1/secrets", false, func(s *Server) http.HandlerFunc { return s.listSecrets }},
+	{"GET /v1/secrets/{name}", false, func(s *Server) http.HandlerFunc { return s.getSecret }},
+	{"PUT /v1/secrets/{name}", false, func(s *Server) http.HandlerFunc { return s.rotateSecret }},
+	{"DELETE /v1/secrets/{name}", false, func(s *Server) http.HandlerFunc { return s.deleteSecret }},
 	// Exposed ports authorise with the sandbox's port token themselves.
 	{"/v1/sandboxes/{id}/ports/{port}/{path...}", true, func(s *Server) http.HandlerFunc { return s.proxyPort }},
 	{"GET /v1/sandboxes/{id}/tunnel/{port}", true, func(s *Server) http.HandlerFunc { return s.tunnelPort }},

@@ -101,6 +101,10 @@ type Config struct {
 	// without a token, and not on the API listener (where it otherwise
 	// is, behind the token); telemetry.go.
 	MetricsListen string
+	// SecretUpstreamCA is a PEM file of CAs trusted, beside the system's,
+	// for the real certificates of hosts the egress proxy injects secret
+	// headers for.
+	SecretUpstreamCA string
 }
 
 // metricsInterval maps the daemon's flag (0: off) to the manager's
@@ -156,8 +160,12 @@ func Run(ctx context.Context, cfg Config) error {
 	// before a restart); the few made while it reconciles are dropped.
 	var record atomic.Pointer[func(policy.Decision)]
 	var networking *manager.Networking
+	sec, err := newSecretEgress(cfg.SecretUpstreamCA)
+	if err != nil {
+		return err
+	}
 	if !cfg.Net.Disabled {
-		net, err := startNetwork(ctx, cfg.StateDir, cfg.Net, cfg.Shares, &record, log)
+		net, err := startNetwork(ctx, cfg.StateDir, cfg.Net, cfg.Shares, &record, sec, log)
 		if err != nil {
 			return err
 		}
@@ -189,6 +197,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
 		CACerts: cfg.CACerts, Telemetry: tel, Volumes: volumes,
+		SecretCASeed: key.Derive(secretCAKeyLabel),
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
 		return err
@@ -201,6 +210,7 @@ func Run(ctx context.Context, cfg Config) error {
 	tel.Observe(m.TelemetryState)
 	recordFn := m.RecordDecision
 	record.Store(&recordFn)
+	sec.m.Store(m)
 	builder := build.New(build.Config{Manager: m, Store: images, BaseRootFS: cfg.BaseRootFS, Log: log})
 	// Once more, now that the stores and runtimes made their directories.
 	if err := tightenState(cfg.StateDir); err != nil {

@@ -41,7 +41,7 @@ type network struct {
 // startNetwork sets up the kernel layer and serves the resolver and the
 // egress proxy. record receives every egress decision (for the event log);
 // it is bound after the manager exists, hence the pointer.
-func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, shares Shares, record *atomic.Pointer[func(policy.Decision)], log *slog.Logger) (*network, error) {
+func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, shares Shares, record *atomic.Pointer[func(policy.Decision)], sec *secretEgress, log *slog.Logger) (*network, error) {
 	decide := func(d policy.Decision) {
 		if d.Time.IsZero() {
 			d.Time = time.Now()
@@ -76,6 +76,7 @@ func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, shares Sh
 		Lookup: layer.Lookup, Decide: decide, Resolved: n.dns.ResolvedNames,
 		OperatorAllowed: cfg.OperatorAllowed, Deny: []netip.Prefix{poolOf(cfg)}, Logger: log,
 		MaxConns: shares.EgressConns, MaxConnsPerSandbox: shares.EgressConnsPerSandbox, GuaranteedConns: shares.EgressGuaranteedConns,
+		Intercept: sec.intercept, Injected: sec.injected, UpstreamRoots: sec.roots,
 	})
 	if err != nil {
 		n.close()

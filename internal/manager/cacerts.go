@@ -50,7 +50,7 @@ func (m *Manager) sandboxCAs(spec sandbox.Spec) []string {
 // caEnv points Node at the extra CAs when a sandbox has any, unless the
 // caller set the variable itself.
 func (m *Manager) caEnv(spec *sandbox.Spec) {
-	if len(m.sandboxCAs(*spec)) == 0 {
+	if len(m.sandboxCAs(*spec)) == 0 && len(spec.SecretHeaders) == 0 {
 		return
 	}
 	if _, ok := spec.Env[caNodeEnv]; ok {

@@ -43,13 +43,16 @@ func (m *Manager) create(ctx context.Context, spec sandbox.Spec, st *createStat)
 	if err != nil {
 		return nil, err
 	}
+	if err := m.resolveSecrets(ctx, &spec); err != nil {
+		return nil, err
+	}
 	m.caEnv(&spec)
 	release, err := m.reserveName(spec.Name)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if from == nil && len(spec.Volumes) == 0 {
+	if from == nil && len(spec.Volumes) == 0 && !usesSecrets(spec) {
 		if rec, ok, err := m.claimFromPool(ctx, spec); ok || err != nil {
 			st.source = telemetry.SourcePool
 			return rec, err
@@ -191,7 +194,11 @@ func (m *Manager) start(ctx context.Context, h *handle.Handle, o launchOpts, tr 
 	h.SetAgent(client)
 	tr.step("agent")
 	volumeEvents(h, rec.Spec)
-	if cas := m.sandboxCAs(rec.Spec); len(cas) > 0 {
+	own, err := m.secretCAPEMs(rec)
+	if err != nil {
+		return err
+	}
+	if cas := append(m.sandboxCAs(rec.Spec), own...); len(cas) > 0 {
 		if err := installCAs(ctx, client, cas); err != nil {
 			return err
 		}
@@ -266,6 +273,7 @@ func (m *Manager) forget(h *handle.Handle) {
 		delete(m.handles, h.ID())
 	}
 	m.mu.Unlock()
+	m.cas.drop(h.ID())
 }
 
 func resourcesOf(s sandbox.Spec) runtime.Resources {

@@ -20,7 +20,7 @@ const maxLogBytes = 16 << 20
 func (m *Manager) startEntrypoint(ctx context.Context, h *handle.Handle, client *agentapi.Client) error {
 	spec := h.Record().Spec
 	stream, err := client.Start(m.ctx, agentapi.StartRequest{
-		Args: spec.Entrypoint, Env: spec.Env, Cwd: spec.Workdir, User: spec.User, Tag: entrypointTag,
+		Args: spec.Entrypoint, Env: mergeEnvMap(spec.Env, spec.SecretEnv), Cwd: spec.Workdir, User: spec.User, Tag: entrypointTag,
 	})
 	if err != nil {
 		return fmt.Errorf("starting entrypoint: %w", err)

@@ -34,6 +34,9 @@ type ExecParams struct {
 	// process (agent protocol 3; an older agent refuses it: failed
 	// precondition).
 	KillTree bool
+	// Secrets names stored secrets whose values the process gets as env
+	// variables, over everything else (never recorded).
+	Secrets []string
 }
 
 // Process is a started process's event stream. Close releases the
@@ -60,8 +63,17 @@ func (s Processes) Exec(ctx context.Context, id string, p ExecParams) (*Process,
 		return nil, err
 	}
 	spec := a.rec.Spec
+	env := mergeEnvMap(mergeEnvMap(spec.Env, spec.SecretEnv), p.Env)
+	if len(p.Secrets) > 0 {
+		senv, err := s.m.secretEnv(ctx, "secrets", p.Secrets)
+		if err != nil {
+			a.release()
+			return nil, err
+		}
+		env = mergeEnvMap(env, senv)
+	}
 	stream, err := a.agent.Start(ctx, agentapi.StartRequest{
-		Args: p.Args, Env: mergeEnvMap(spec.Env, p.Env), Cwd: inWorkdir(spec.Workdir, p.Cwd),
+		Args: p.Args, Env: env, Cwd: inWorkdir(spec.Workdir, p.Cwd),
 		User: or(p.User, spec.User), Stdin: p.Stdin, PTY: p.PTY, TimeoutMS: p.Timeout.Milliseconds(), Tag: p.Tag,
 		KillTree: p.KillTree,
 	})

@@ -82,6 +82,10 @@ type Config struct {
 	// daemon's own that outlives restarts. Nil: a random one, so tokens
 	// change when the manager does.
 	PortKey []byte
+	// SecretCASeed derives each sandbox's egress CA (secrets.NewCA): a
+	// key of the daemon's own. Nil: a random one, so a restarted manager's
+	// sandboxes' CAs change.
+	SecretCASeed []byte
 	// Capacity is what admission reserves sandboxes' requests against
 	// (capacity.go); zero: only MaxSandboxes bounds admission.
 	Capacity Capacity
@@ -133,6 +137,7 @@ type Manager struct {
 	creatingNames map[string]bool
 
 	decisions chan policy.Decision // egress decisions for the event log
+	cas       secretCAs            // live sandboxes' egress CAs (secrets.go)
 	pools     []*warmPool
 	// fillSlot lets one warm pool fill run at a time; foreground counts
 	// the callers' creates starting now, which fills wait for.
@@ -177,6 +182,9 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if len(cfg.SecretCASeed) == 0 {
+		cfg.SecretCASeed = randomBytes(32)
 	}
 	if len(cfg.PortKey) == 0 {
 		cfg.PortKey = randomBytes(32)

@@ -317,6 +317,9 @@ func fromSnapshot(spec *sandbox.Spec, rec *sandbox.Snapshot) error {
 	if spec.Env == nil {
 		spec.Env = src.Env
 	}
+	if spec.Secrets == nil {
+		spec.Secrets, spec.SecretEnv = src.Secrets, src.SecretEnv
+	}
 	if spec.Workdir == "" {
 		spec.Workdir = src.Workdir
 	}

@@ -15,6 +15,8 @@ import (
 // spec column holds the spec without it, and env_sealed the env's JSON
 // sealed with the daemon's key, bound to the row (its kind and id as the
 // associated data), or '' when the env is empty.
+// The values of the spec's secrets (SecretEnv) are sealed with the env,
+// under a key no variable can have (secretEnvKey).
 
 func sandboxAD(id string) []byte  { return []byte("corral/sandbox/" + id + "/env") }
 func snapshotAD(id string) []byte { return []byte("corral/snapshot/" + id + "/env") }
@@ -22,7 +24,10 @@ func snapshotAD(id string) []byte { return []byte("corral/snapshot/" + id + "/en
 // splitSpec encodes spec for its columns: the spec without its env, and
 // the env sealed.
 func (s *Store) splitSpec(ad []byte, spec sandbox.Spec) (string, string, error) {
-	env := spec.Env
+	env, err := withSecretEnv(spec.Env, spec.SecretEnv)
+	if err != nil {
+		return "", "", err
+	}
 	spec.Env = nil
 	b, err := json.Marshal(spec)
 	if err != nil {
@@ -58,6 +63,44 @@ func (s *Store) joinSpec(ad []byte, specJSON, sealed string, spec *sandbox.Spec)
 	spec.Env = nil
 	if err := json.Unmarshal(b, &spec.Env); err != nil {
 		return fmt.Errorf("%w: its sealed env is not a JSON object", errdefs.ErrFailedPrecondition)
+	}
+	return splitSecretEnv(spec)
+}
+
+// secretEnvKey holds a spec's SecretEnv (as a JSON object) in the sealed
+// env: a key no environment variable can have, so it never collides.
+const secretEnvKey = "corral.secret_env"
+
+// withSecretEnv is env with secret (the values of the spec's secrets)
+// under secretEnvKey, when there are any.
+func withSecretEnv(env, secret map[string]string) (map[string]string, error) {
+	if len(secret) == 0 {
+		return env, nil
+	}
+	b, err := json.Marshal(secret)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(env)+1)
+	for k, v := range env {
+		out[k] = v
+	}
+	out[secretEnvKey] = string(b)
+	return out, nil
+}
+
+// splitSecretEnv moves secretEnvKey out of spec.Env into spec.SecretEnv.
+func splitSecretEnv(spec *sandbox.Spec) error {
+	raw, ok := spec.Env[secretEnvKey]
+	if !ok {
+		return nil
+	}
+	delete(spec.Env, secretEnvKey)
+	if len(spec.Env) == 0 {
+		spec.Env = nil
+	}
+	if err := json.Unmarshal([]byte(raw), &spec.SecretEnv); err != nil {
+		return fmt.Errorf("%w: its sealed secret env is not a JSON object", errdefs.ErrFailedPrecondition)
 	}
 	return nil
 }

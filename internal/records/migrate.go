@@ -40,6 +40,14 @@ var migrations = []string{
 	`UPDATE sandboxes SET port_token = ''`,
 	// 10: a lifetime changed while the sandbox lives (sandbox.Lifetime).
 	`ALTER TABLE sandboxes ADD COLUMN lifetime INTEGER NOT NULL DEFAULT 0`,
+	// 11: named secrets, their values sealed with a subkey (secrets.go).
+	`CREATE TABLE IF NOT EXISTS secrets (
+		name       TEXT PRIMARY KEY,
+		keys       TEXT NOT NULL,
+		sealed     TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL
+	)`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

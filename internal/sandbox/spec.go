@@ -8,6 +8,7 @@ import (
 	"corral/internal/errdefs"
 	"corral/internal/ids"
 	"corral/internal/netpolicy/policy"
+	"corral/internal/secrets"
 )
 
 // Limits and defaults of a spec.
@@ -72,6 +73,16 @@ type Spec struct {
 	CACerts []string `json:"ca_certs,omitempty"`
 	// Volumes are named volumes mounted into the sandbox (volumes.go).
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// Secrets names the stored secrets whose values every process gets as
+	// environment variables (after Env). The record keeps the names only;
+	// the values, read at create, are SecretEnv.
+	Secrets []string `json:"secrets,omitempty"`
+	// SecretEnv holds the values of Secrets: never encoded with the spec
+	// (the records store seals it with Env), never in the API.
+	SecretEnv map[string]string `json:"-"`
+	// SecretHeaders are the egress proxy's header rules: values injected
+	// into the sandbox's requests to named hosts, never into the sandbox.
+	SecretHeaders []secrets.HeaderRule `json:"secret_headers,omitempty"`
 }
 
 // ExposedPort is a port inside the sandbox reachable through the daemon.
@@ -226,6 +237,12 @@ func (s *Spec) validateStrings() error {
 		return err
 	}
 	if err := ValidateCACerts("ca_certs", s.CACerts); err != nil {
+		return err
+	}
+	if err := secrets.ValidateNames("secrets", s.Secrets); err != nil {
+		return err
+	}
+	if err := secrets.NormalizeRules("secret_headers", s.SecretHeaders); err != nil {
 		return err
 	}
 	if s.Workdir != "" && (!strings.HasPrefix(s.Workdir, "/") || len(s.Workdir) > 4096 || strings.ContainsRune(s.Workdir, 0)) {

@@ -45,6 +45,13 @@ type CreateSandboxRequest struct {
 	CACerts []string `json:"ca_certs,omitempty"`
 	// Volumes are named volumes mounted into the sandbox (at most 16).
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// Secrets names stored secrets whose keys and values every process
+	// gets as environment variables; the record keeps the names only.
+	Secrets []string `json:"secrets,omitempty"`
+	// SecretHeaders make the egress proxy set headers from secrets on
+	// the sandbox's requests to named hosts; the sandbox never holds the
+	// values (it trusts a CA of its own for those hosts' HTTPS).
+	SecretHeaders []SecretHeader `json:"secret_headers,omitempty"`
 	NetworkPolicy
 }
 
@@ -87,6 +94,10 @@ type Sandbox struct {
 	Tags           map[string]string `json:"tags,omitempty"`
 	Entrypoint     []string          `json:"entrypoint,omitempty"`
 	Network        NetworkPolicy     `json:"network"`
+	// Secrets and SecretHeaders are the secrets' names and header rules,
+	// never their values.
+	Secrets       []string       `json:"secrets,omitempty"`
+	SecretHeaders []SecretHeader `json:"secret_headers,omitempty"`
 	// Address is the sandbox's IPv4 address and Gateway the daemon's side
 	// of its link (default route and resolver), while it has a network.
 	Address   string        `json:"address,omitempty"`
@@ -157,6 +168,9 @@ type ExecRequest struct {
 	// (setsid) included, not only its process group. A sandbox whose
 	// agent is older than protocol 3 refuses it (409 failed_precondition).
 	KillTree bool `json:"kill_tree,omitempty"`
+	// Secrets names stored secrets whose values the process gets as
+	// environment variables, over env.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // PTYSize is a terminal size.

@@ -104,6 +104,10 @@ export interface CreateOptions extends ClientOptions {
   volumes?: Array<{ name: string; path: string; read_only?: boolean }>;
   /** The sandbox's entrypoint (default: it idles until its timeout). */
   cmd?: string[];
+  /** Stored secrets whose keys and values every process gets as env. */
+  secrets?: string[];
+  /** Egress header rules: the proxy sets header on requests to host from a secret; the sandbox never holds it. */
+  secretHeaders?: Array<{ secret: string; key: string; host: string; header: string; template?: string }>;
 }
 
 export interface ExecOptions {
@@ -118,6 +122,8 @@ export interface ExecOptions {
   stdin?: boolean;
   /** Timeout, kill and disconnect reach every descendant. */
   killTree?: boolean;
+  /** Stored secrets whose keys and values the process gets as env. */
+  secrets?: string[];
 }
 
 export interface ExitInfo {

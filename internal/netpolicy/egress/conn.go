@@ -61,7 +61,25 @@ func (p *Proxy) handle(ctx context.Context, c *net.TCPConn, sandboxID string, po
 			return
 		}
 	}
+	ic, names := p.interceptFor(sandboxID, dst.Addr())
+	if ic != nil && peeked == nil {
+		// Only a destination resolved for a ruled host is peeked at
+		// outside domain mode; a failed peek is spliced as it was.
+		var err error
+		peeked, _, d.Domain, err = peekName(c, p.cfg.PeekTimeout)
+		if err != nil {
+			d.Domain = ""
+		}
+	}
 	p.decide(d, true, "")
+	if ic != nil && d.Domain != "" && slices.Contains(names, d.Domain) {
+		k := kindHTTP
+		if peeked[0] == recordHandshake {
+			k = kindTLS
+		}
+		p.terminate(ctx, c, peeked, k, sandboxID, d.Domain, dst, ic, log)
+		return
+	}
 	p.forward(ctx, c, dst, peeked, log)
 }
 

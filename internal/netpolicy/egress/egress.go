@@ -25,6 +25,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,6 +88,15 @@ type Config struct {
 	LocalAddrs func() ([]netip.Addr, error)
 	Logger     *slog.Logger
 
+	// Intercept returns a sandbox's header rules (inject.go); nil, or a
+	// nil answer: nothing is intercepted.
+	Intercept func(sandboxID string) *Interception
+	// Injected receives reports of injected requests (may be nil).
+	Injected func(Injection)
+	// UpstreamRoots verifies intercepted hosts' real certificates; nil:
+	// the system's roots.
+	UpstreamRoots *x509.CertPool
+
 	// PeekTimeout bounds the wait for a ClientHello or request header.
 	PeekTimeout time.Duration
 	// IdleTimeout closes a spliced connection with no traffic either way.
@@ -119,7 +129,9 @@ type Proxy struct {
 
 	shares  *keylimit.Shares // connection bounds
 	reports keylimit.Every   // refusal reports, per sandbox and bound
-	local   localAddrs
+	// injections paces Injected reports.
+	injections keylimit.Every
+	local      localAddrs
 }
 
 // New checks cfg, fills in defaults and returns a Proxy.
@@ -159,13 +171,14 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Proxy{
-		cfg:     cfg,
-		log:     cfg.Logger.With("op", "egress"),
-		ctx:     ctx,
-		cancel:  cancel,
-		shares:  shares,
-		reports: keylimit.Every{Interval: refusalReports},
-		local:   localAddrs{list: cfg.LocalAddrs},
+		cfg:        cfg,
+		log:        cfg.Logger.With("op", "egress"),
+		ctx:        ctx,
+		cancel:     cancel,
+		shares:     shares,
+		reports:    keylimit.Every{Interval: refusalReports},
+		injections: keylimit.Every{Interval: refusalReports},
+		local:      localAddrs{list: cfg.LocalAddrs},
 	}, nil
 }
 

@@ -70,6 +70,8 @@ class Sandbox:
                domain_allowlist: Optional[Sequence[str]] = None,
                expose: Optional[Sequence[int]] = None, from_snapshot: Optional[str] = None,
                volumes: Optional[Sequence[Mapping[str, Any]]] = None,
+               secrets: Optional[Sequence[str]] = None,
+               secret_headers: Optional[Sequence[Mapping[str, str]]] = None,
                client: Optional[Client] = None) -> "Sandbox":
         """Creates a sandbox and returns it once it runs.
 
@@ -78,6 +80,8 @@ class Sandbox:
         (request, limit) pair; ``timeout`` and ``idle_timeout`` are seconds;
         ``volumes`` are named volumes to mount, as the API takes them:
         ``[{"name": "data", "path": "/data", "read_only": False}]``.
+        ``secrets`` names stored secrets given as env; ``secret_headers`` are
+        egress header rules ({"secret", "key", "host", "header", "template"}).
         """
         cpu_req, cpu_lim = _split(cpu, "cpu")
         mem_req, mem_lim = _split(memory, "memory")
@@ -93,6 +97,8 @@ class Sandbox:
             "expose": [{"port": int(p)} for p in expose] if expose else None,
             "from_snapshot": from_snapshot,
             "volumes": [dict(v) for v in volumes] if volumes else None,
+            "secrets": list(secrets) if secrets else None,
+            "secret_headers": [dict(h) for h in secret_headers] if secret_headers else None,
         }
         c = client or Client()
         info = c.call("POST", "/v1/sandboxes", payload={k: v for k, v in body.items() if v is not None})
@@ -142,7 +148,7 @@ class Sandbox:
     def exec(self, *args: str, workdir: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
              user: Optional[str] = None, timeout: Optional[float] = None,
              pty: Union[bool, Tuple[int, int]] = False, stdin: bool = True,
-             kill_tree: bool = False) -> Process:
+             kill_tree: bool = False, secrets: Optional[Sequence[str]] = None) -> Process:
         """Starts ``args`` in the sandbox and returns the process as soon as it runs.
 
         ``pty`` is True (80x24) or (cols, rows); ``timeout`` kills it after that many seconds.
@@ -162,6 +168,8 @@ class Sandbox:
             req["timeout"] = timeout
         if kill_tree:
             req["kill_tree"] = True
+        if secrets:
+            req["secrets"] = list(secrets)
         if pty:
             cols, rows = (80, 24) if pty is True else pty
             req["pty"] = {"cols": cols, "rows": rows}

@@ -92,6 +92,7 @@ export class Sandbox {
         stdin: opts.stdin ?? true,
         pty,
         kill_tree: opts.killTree,
+        secrets: opts.secrets,
       },
       signal: abort.signal,
     });
@@ -233,5 +234,7 @@ function createBody(o) {
     block_network: o.blockNetwork,
     cidr_allowlist: o.cidrAllowlist,
     domain_allowlist: o.domainAllowlist,
+    secrets: o.secrets,
+    secret_headers: o.secretHeaders,
   };
 }

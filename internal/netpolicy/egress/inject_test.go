@@ -1,0 +1,171 @@
+package egress
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"corral/internal/secrets"
+)
+
+const realValue = "real-secret-value-7c1f"
+
+// injectFixture is a proxy with one header rule (Authorization on
+// allowed.test) in front of backend, which answers each request with the
+// Authorization header it received.
+type injectFixture struct {
+	*fixture
+	sandboxCA *x509.CertPool
+	upstream  *x509.CertPool
+	reports   chan Injection
+}
+
+func newInjectFixture(t *testing.T, useTLS, trustUpstream bool) *injectFixture {
+	t.Helper()
+	now := time.Now()
+	upCA, err := secrets.NewCA([]byte("upstream seed"), "upstream", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbCA, err := secrets.NewCA([]byte("sandbox seed"), "sb-1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "auth=%s host=%s", r.Header.Get("Authorization"), r.Host)
+	}))
+	if useTLS {
+		leaf, err := upCA.Leaf("allowed.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{*leaf}}
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	f := &injectFixture{sandboxCA: pool(t, sbCA.PEM()), upstream: pool(t, upCA.PEM()), reports: make(chan Injection, 10)}
+	f.fixture = newFixture(t, srv.Listener.Addr().String(), func(c *Config) {
+		c.Intercept = func(id string) *Interception {
+			if id != "sb-1" {
+				return nil
+			}
+			return &Interception{
+				Hosts: []string{"allowed.test"},
+				Cert:  sbCA.Leaf,
+				Headers: func(host string) ([]Header, error) {
+					return []Header{{Name: "Authorization", Value: "Bearer " + realValue}}, nil
+				},
+			}
+		}
+		c.Injected = func(i Injection) { f.reports <- i }
+		if trustUpstream {
+			c.UpstreamRoots = f.upstream
+		}
+	})
+	return f
+}
+
+func pool(t *testing.T, pem string) *x509.CertPool {
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM([]byte(pem)) {
+		t.Fatal("bad PEM")
+	}
+	return p
+}
+
+// get sends requests (Host, Authorization) on one connection and returns
+// the status and body of each.
+func get(t *testing.T, c net.Conn, reqs ...[2]string) []string {
+	t.Helper()
+	br := bufio.NewReader(c)
+	var out []string
+	for _, r := range reqs {
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\n\r\n", r[0], r[1])
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out = append(out, fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b))))
+	}
+	return out
+}
+
+func TestInjectHTTPS(t *testing.T) {
+	f := newInjectFixture(t, true, true)
+	c := f.dial(allowedAddr.String() + ":443")
+	// The sandbox trusts its own CA only: the handshake shows the
+	// connection was terminated by the proxy.
+	tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", RootCAs: f.sandboxCA})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake with the sandbox's CA: %v", err)
+	}
+	got := get(t, tc, [2]string{"allowed.test", "placeholder"}, [2]string{"other.test", "x"})
+	if want := "200 auth=Bearer " + realValue + " host=allowed.test"; got[0] != want {
+		t.Errorf("first request: %q, want %q", got[0], want)
+	}
+	if !strings.HasPrefix(got[1], "421 ") || strings.Contains(got[1], realValue) {
+		t.Errorf("request for another host on the connection: %q, want 421", got[1])
+	}
+	select {
+	case r := <-f.reports:
+		if r.Host != "allowed.test" || len(r.Headers) != 1 || r.Headers[0] != "Authorization" || r.Err != "" {
+			t.Errorf("report %+v", r)
+		}
+		if strings.Contains(fmt.Sprint(r), realValue) {
+			t.Error("the report holds the value")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no injection report")
+	}
+}
+
+func TestInjectNotNamedIsSpliced(t *testing.T) {
+	f := newInjectFixture(t, true, true)
+	// denied.test resolves to deniedAddr; no rule names it. The client
+	// sees the real server's certificate and its own header arrives.
+	c := f.dial(deniedAddr.String() + ":443")
+	tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", RootCAs: f.upstream})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake with the upstream's CA: %v", err)
+	}
+	got := get(t, tc, [2]string{"allowed.test", "mine"})
+	if want := "200 auth=mine host=allowed.test"; got[0] != want {
+		t.Errorf("got %q, want %q", got[0], want)
+	}
+}
+
+func TestInjectUpstreamVerified(t *testing.T) {
+	f := newInjectFixture(t, true, false) // upstream's CA not trusted
+	c := f.dial(allowedAddr.String() + ":443")
+	tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", RootCAs: f.sandboxCA})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	got := get(t, tc, [2]string{"allowed.test", "x"})
+	if !strings.HasPrefix(got[0], "502 ") {
+		t.Errorf("untrusted upstream: %q, want 502", got[0])
+	}
+}
+
+func TestInjectHTTP(t *testing.T) {
+	f := newInjectFixture(t, false, false)
+	c := f.dial(allowedAddr.String() + ":80")
+	got := get(t, c, [2]string{"allowed.test", "placeholder"}, [2]string{"allowed.test:80", "again"})
+	for i, g := range got {
+		if want := "200 auth=Bearer " + realValue; !strings.HasPrefix(g, want) {
+			t.Errorf("request %d: %q, want %q...", i, g, want)
+		}
+	}
+}

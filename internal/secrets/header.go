@@ -1,0 +1,133 @@
+package secrets
+
+import (
+	"net/textproto"
+	"regexp"
+	"strings"
+
+	"corral/internal/errdefs"
+)
+
+// Placeholder is where a header template takes the secret's value.
+const Placeholder = "{value}"
+
+// MaxHeaderRules bounds a sandbox's header rules.
+const MaxHeaderRules = 16
+
+// HeaderRule makes the egress proxy set Header on every request the
+// sandbox sends to Host (HTTP, or HTTPS through the proxy's per-sandbox
+// CA): Template with Placeholder replaced by the value of Key in secret
+// Secret, read from the store at each request (so a rotation applies to
+// the next request). The sandbox never holds the value.
+type HeaderRule struct {
+	Secret   string `json:"secret"`
+	Key      string `json:"key"`
+	Host     string `json:"host"`
+	Header   string `json:"header"`
+	Template string `json:"template,omitempty"` // default Placeholder
+}
+
+var (
+	hostRE   = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	headerRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
+)
+
+// hopHeaders are headers a rule may not set: the proxy's framing and the
+// connection's own.
+var hopHeaders = map[string]bool{
+	"Host": true, "Connection": true, "Content-Length": true, "Transfer-Encoding": true,
+	"Upgrade": true, "Te": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true,
+}
+
+// Normalize validates r, lowercases its host and canonicalizes its header
+// name, and fills in the default template. field names the rule in errors.
+func (r *HeaderRule) Normalize(field string) error {
+	if err := ValidateName(field+".secret", r.Secret); err != nil {
+		return err
+	}
+	if !keyRE.MatchString(r.Key) {
+		return errdefs.Invalid(field+".key", "not a secret key (an environment variable name)")
+	}
+	r.Host = strings.TrimSuffix(strings.ToLower(r.Host), ".")
+	if len(r.Host) > 253 || !hostRE.MatchString(r.Host) || !strings.Contains(r.Host, ".") && r.Host != "localhost" {
+		return errdefs.Invalid(field+".host", "not a DNS name (letters, digits, hyphens and dots)")
+	}
+	if !headerRE.MatchString(r.Header) {
+		return errdefs.Invalid(field+".header", "not an HTTP header name")
+	}
+	r.Header = textproto.CanonicalMIMEHeaderKey(r.Header)
+	if hopHeaders[r.Header] {
+		return errdefs.Invalid(field+".header", "%s is the connection's own, not a rule's", r.Header)
+	}
+	if r.Template == "" {
+		r.Template = Placeholder
+	}
+	if strings.Count(r.Template, Placeholder) != 1 {
+		return errdefs.Invalid(field+".template", "must hold %s once", Placeholder)
+	}
+	if len(r.Template) > 1024 || strings.ContainsAny(r.Template, "\r\n\x00") {
+		return errdefs.Invalid(field+".template", "at most 1024 bytes, no CR, LF or NUL")
+	}
+	return nil
+}
+
+// NormalizeRules checks a sandbox's header rules: each valid, at most
+// MaxHeaderRules, and no two setting one header on one host.
+func NormalizeRules(field string, rules []HeaderRule) error {
+	if len(rules) > MaxHeaderRules {
+		return errdefs.Invalid(field, "at most %d rules, got %d", MaxHeaderRules, len(rules))
+	}
+	seen := map[[2]string]bool{}
+	for i := range rules {
+		if err := rules[i].Normalize(field); err != nil {
+			return err
+		}
+		k := [2]string{rules[i].Host, rules[i].Header}
+		if seen[k] {
+			return errdefs.Invalid(field, "two rules set %s for %s", k[1], k[0])
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// Value is the header value of r for a secret value v. A value with CR,
+// LF or NUL (which would split the request) is refused.
+func (r HeaderRule) Value(v string) (string, bool) {
+	if strings.ContainsAny(v, "\r\n\x00") {
+		return "", false
+	}
+	return strings.Replace(r.Template, Placeholder, v, 1), true
+}
+
+// ParseHeaderRule parses the CLI form
+//
+//	SECRET:KEY@HOST:HEADER[=TEMPLATE]
+//
+// for example "openai:API_KEY@api.openai.com:Authorization=Bearer {value}".
+// Its errors say which part is wrong without echoing the flag (a value
+// typed in the wrong place would be).
+func ParseHeaderRule(s string) (HeaderRule, error) {
+	const form = "want SECRET:KEY@HOST:HEADER[=TEMPLATE]"
+	ref, rest, ok := strings.Cut(s, "@")
+	if !ok {
+		return HeaderRule{}, errdefs.Invalid("secret-header", "no '@' (%s)", form)
+	}
+	name, key, ok := strings.Cut(ref, ":")
+	if !ok {
+		return HeaderRule{}, errdefs.Invalid("secret-header", "no ':' between secret and key (%s)", form)
+	}
+	host, hdr, ok := strings.Cut(rest, ":")
+	if !ok {
+		return HeaderRule{}, errdefs.Invalid("secret-header", "no ':' after the host (%s)", form)
+	}
+	header, tmpl, _ := strings.Cut(hdr, "=")
+	r := HeaderRule{Secret: name, Key: key, Host: host, Header: header, Template: tmpl}
+	if !nameRE.MatchString(name) || strings.Contains(name, "..") {
+		return HeaderRule{}, errdefs.Invalid("secret-header", "the secret part is not a secret name (%s)", form)
+	}
+	if err := r.Normalize("secret-header"); err != nil {
+		return HeaderRule{}, err
+	}
+	return r, nil
+}
