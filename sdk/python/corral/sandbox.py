@@ -94,7 +94,6 @@ class Sandbox:
         has not built it (progress on the ``corral.image`` logger). ``expose``
         lists ports (an int, or {"port": n, "public": True}): see ``tunnel``.
         """
-        c = client or Client()
         cpu_req, cpu_lim = _split(cpu, "cpu")
         mem_req, mem_lim = _split(memory, "memory")
         body: Dict[str, Any] = {
@@ -109,6 +108,7 @@ class Sandbox:
             "expose": [_port(p) for p in expose] if expose else None,
             "from_snapshot": from_snapshot,
         }
+        c = client or Client()
         if isinstance(image, Image):
             body["image"] = image.build(c).digest
         info = c.call("POST", "/v1/sandboxes", payload={k: v for k, v in body.items() if v is not None})
