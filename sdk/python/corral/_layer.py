@@ -11,7 +11,7 @@ import os
 import stat
 import tarfile
 import tempfile
-from typing import IO, TYPE_CHECKING, Iterator, List, Tuple
+from typing import IO, TYPE_CHECKING, Iterator, List, Tuple, cast
 from urllib.parse import quote
 
 from ._http import CHUNK
@@ -48,7 +48,7 @@ def write_layer(out: IO[bytes], src: str, dst: str) -> str:
     elif not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
         raise InvalidArgument("%s is not a regular file or a directory" % src, "invalid_argument")
     hf = _HashingFile(out)
-    with tarfile.open(fileobj=hf, mode="w|", format=tarfile.PAX_FORMAT) as tw:  # type: ignore[call-overload]
+    with tarfile.open(fileobj=cast(IO[bytes], hf), mode="w|", format=tarfile.PAX_FORMAT) as tw:
         parts = name.split("/") if name else []
         for i in range(1, len(parts)):
             tw.addfile(_dir_info("/".join(parts[:i]), 0o755))

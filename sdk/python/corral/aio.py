@@ -16,7 +16,7 @@ object's ``sync`` attribute is the synchronous one it wraps.
 """
 
 import asyncio
-from typing import IO, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence
+from typing import IO, Any, AsyncIterator, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from ._aio_process import AsyncProcess, AsyncStdinWriter, AsyncStreamReader
 from ._http import Client
@@ -295,7 +295,7 @@ class AsyncWatch:
     async def __aiter__(self) -> AsyncIterator[WatchEvent]:
         """Yields changes as they happen."""
         while True:
-            ev = await asyncio.to_thread(next, self._it, None)
+            ev = await asyncio.to_thread(_next_or_none, self._it)
             if ev is None:
                 return
             yield ev
@@ -309,6 +309,10 @@ class AsyncWatch:
 
     async def __aexit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _next_or_none(it: Iterator[WatchEvent]) -> Optional[WatchEvent]:
+    return next(it, None)
 
 
 async def build_image(image: Image, client: Optional[Client] = None, tag: Optional[str] = None,

@@ -8,7 +8,7 @@ replaces files atomically, so others see the old contents until then.
 
 import io
 import tempfile
-from typing import IO, TYPE_CHECKING, Any, Iterator, Optional, Tuple
+from typing import IO, TYPE_CHECKING, Any, Iterator, Optional, Tuple, cast
 
 from ._http import CHUNK, Response
 from .errors import Conflict, ConnectionFailed, InvalidArgument, NotFound
@@ -25,14 +25,14 @@ def open_file(fs: "Filesystem", path: str, mode: str = "r", encoding: Optional[s
     kind, plus, binary = _parse_mode(mode)
     if binary and (encoding or errors or newline is not None):
         raise InvalidArgument("binary mode takes no encoding, errors or newline", "invalid_argument")
-    buf: io.BufferedIOBase
+    buf: Any
     if kind == "r" and not plus:
         buf = io.BufferedReader(_Reader(fs, path, user), CHUNK)
     else:
         raw = _Spooled(fs, path, user, kind, plus)
         buf = io.BufferedRandom(raw) if plus else io.BufferedWriter(raw)
     if binary:
-        return buf
+        return cast(IO[Any], buf)
     text = io.TextIOWrapper(buf, encoding=encoding or "utf-8", errors=errors, newline=newline)
     text.mode = mode  # type: ignore[misc]
     return text
@@ -113,7 +113,7 @@ class _Spooled(io.RawIOBase):
         super().__init__()
         self._fs, self.name, self._user = fs, path, user
         self._plus, self._append = plus, kind == "a"
-        self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # type: ignore[assignment]
+        self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)
         try:
             self._load(kind)
         except BaseException:

@@ -176,8 +176,8 @@ class Image:
     def resources(self, cpu: Optional[float] = None, memory_mb: Optional[int] = None,
                   step_timeout: Optional[float] = None) -> "Image":
         """Sizes each build step's sandbox (daemon defaults: 2 CPUs, 2048 MiB, 1800 s a step)."""
-        top = {"cpu": cpu, "memory_mb": memory_mb, "step_timeout": step_timeout}
-        return self._with(**{k: v for k, v in top.items() if v is not None})
+        top: Dict[str, Any] = {"cpu": cpu, "memory_mb": memory_mb, "step_timeout": step_timeout}
+        return self._with(None, **{k: v for k, v in top.items() if v is not None})
 
     def spec(self) -> Dict[str, Any]:
         """The build spec as JSON data (copy steps without their layer until built)."""

@@ -103,7 +103,7 @@ class LineSplitter:
     def feed(self, chunk: bytes) -> List[bytes]:
         """The lines completed by ``chunk``."""
         self._buf += chunk
-        out = []
+        out: List[bytes] = []
         while True:
             i = self._buf.find(b"\n")
             if i < 0:
@@ -272,7 +272,7 @@ def start(client: "Client", sandbox_id: str, req: Dict[str, Any]) -> Process:
 
 def args_list(args: Any) -> List[str]:
     """Checks a command's arguments are strings (a clear error beats a 400 later)."""
-    out = []
+    out: List[str] = []
     for a in args:
         if not isinstance(a, str):
             from .errors import InvalidArgument

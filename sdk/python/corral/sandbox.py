@@ -218,12 +218,14 @@ class Sandbox:
 
     def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
         """Saves a memory snapshot (processes, memory, files); start copies with ``from_snapshot``."""
-        return self._client.call("POST", _path(self.object_id, "/snapshots/memory"),
-                                 payload={"name": name} if name else {})
+        res: Dict[str, Any] = self._client.call("POST", _path(self.object_id, "/snapshots/memory"),
+                                                payload={"name": name} if name else {})
+        return res
 
     def snapshot_filesystem(self, tag: str) -> Dict[str, Any]:
         """Saves the sandbox's files as an image tagged ``tag``; returns the image."""
-        return self._client.call("POST", _path(self.object_id, "/snapshots/fs"), payload={"tag": tag})
+        res: Dict[str, Any] = self._client.call("POST", _path(self.object_id, "/snapshots/fs"), payload={"tag": tag})
+        return res
 
     def fork(self, n: int = 1) -> "List[Sandbox]":
         """Starts ``n`` (1-16) running copies of the sandbox."""

@@ -10,6 +10,7 @@ import os
 import tempfile
 import unittest
 import uuid
+from typing import List
 
 from _daemon import NEEDS, TAG, corral, run
 
@@ -45,7 +46,7 @@ class TestImageBuild(unittest.TestCase):
             finally:
                 sb.terminate()
 
-            events = []
+            events: List[corral.BuildEvent] = []
             again = image().build(progress=events.append)  # a new Image of the same spec: all cached
             self.assertEqual(again.digest, first.digest)
             self.assertEqual(again.ran, [], again)
@@ -60,7 +61,7 @@ class TestImageBuild(unittest.TestCase):
 
     def test_failed_step_is_an_error(self) -> None:
         img = corral.Image.debian().run_commands("echo doomed-%s; exit 3" % uuid.uuid4().hex[:6])
-        seen = []
+        seen: List[corral.BuildEvent] = []
         with self.assertRaises(corral.CorralError) as cm:
             img.build(progress=seen.append)
         self.assertIn("image build", str(cm.exception))
