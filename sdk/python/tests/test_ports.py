@@ -51,10 +51,11 @@ class TestPorts(unittest.TestCase):
             self.assertIn(status, (401, 403))  # no token, no entry
 
             conn = t.connect()
+            conn.settimeout(30)
             try:
                 conn.sendall(b"GET /hello.txt HTTP/1.0\r\nHost: x\r\n\r\n")
                 got = b""
-                while True:
+                while not got.endswith(b"hello through the tunnel\n"):  # the server's reply, whole
                     b = conn.recv(65536)
                     if not b:
                         break
