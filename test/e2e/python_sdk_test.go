@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,11 +38,16 @@ func TestPythonSDK(t *testing.T) {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token,
 		"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
-	out, err := cmd.CombinedOutput()
+	// The suite's output also goes to stderr as it comes, so a run cut off
+	// by a timeout still shows where it was.
+	var buf bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&buf, os.Stderr)
+	cmd.Stderr = cmd.Stdout
+	err = cmd.Run()
+	out := buf.Bytes()
 	if err != nil {
 		t.Fatalf("python3 -m unittest discover -s sdk/python/tests: %v\n%s\ndaemon log:\n%s", err, out, tail(d.log.String(), 8000))
 	}
-	t.Logf("%s", out)
 	// The README's example agent runs as a user would run it.
 	ex := exec.CommandContext(ctx, py, "examples/python/agent.py")
 	ex.Dir = root
