@@ -56,6 +56,11 @@ func TestPythonSDK(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "7 squared is 49") || !strings.Contains(string(out), "memory snapshot") {
 		t.Fatalf("examples/python/agent.py: %v\n%s", err, out)
 	}
+	ex = exec.CommandContext(ctx, py, "examples/python/async_agent.py")
+	ex.Dir, ex.Env = root, append(cmd.Env, "PYTHONPATH="+filepath.Join(root, "sdk/python"))
+	if out, err = ex.CombinedOutput(); err != nil || !strings.Contains(string(out), "results: 8, 27, 64") {
+		t.Fatalf("examples/python/async_agent.py: %v\n%s", err, out)
+	}
 }
 
 func tail(s string, n int) string {
