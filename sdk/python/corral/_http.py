@@ -41,7 +41,7 @@ class Client:
 
     def _connect(self, stream: bool) -> http.client.HTTPConnection:
         cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
-        conn = cls(self._host, self._port, timeout=self.connect_timeout)
+        conn: http.client.HTTPConnection = cls(self._host, self._port, timeout=self.connect_timeout)
         try:
             conn.connect()
         except (OSError, http.client.HTTPException) as e:

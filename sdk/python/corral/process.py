@@ -1,9 +1,9 @@
 """A process started in a sandbox: its output streams, stdin and exit."""
 
 import base64
-import queue
+import collections
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Union
 
 from ._http import Response
 from .errors import CorralError, SandboxTimeout
@@ -19,40 +19,66 @@ class StreamReader:
 
     Iterating yields text lines (with their newline); ``iter_bytes`` yields
     raw chunks; ``read`` / ``read_bytes`` wait for the end and return it all.
-    A stream can be consumed once.
+    A stream can be consumed once. ``corral.aio`` reads the same stream
+    with ``async for``.
     """
 
     def __init__(self) -> None:
-        self._q: "queue.Queue[Any]" = queue.Queue()
+        self._cond = threading.Condition()
+        self._chunks: "collections.deque[bytes]" = collections.deque()
+        self._eof = False
+        self._listeners: List[Callable[[], None]] = []
 
     def _put(self, data: bytes) -> None:
-        self._q.put(data)
+        with self._cond:
+            self._chunks.append(data)
+            self._cond.notify_all()
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn()
 
     def _close(self) -> None:
-        self._q.put(_EOF)
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn()
+
+    def _take(self) -> Union[bytes, None, object]:
+        """The next chunk, _EOF at the end, or None when nothing has come yet (never waits)."""
+        with self._cond:
+            if self._chunks:
+                return self._chunks.popleft()
+            return _EOF if self._eof else None
+
+    def _listen(self, fn: Callable[[], None]) -> None:
+        """Calls ``fn`` (from the reader thread) whenever data or the end arrives."""
+        with self._cond:
+            self._listeners.append(fn)
+
+    def _unlisten(self, fn: Callable[[], None]) -> None:
+        with self._cond:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
 
     def iter_bytes(self) -> Iterator[bytes]:
         """Yields chunks of output as the daemon sends them, until the process's end."""
         while True:
-            item = self._q.get()
-            if item is _EOF:
-                self._q.put(_EOF)
-                return
+            with self._cond:
+                while not self._chunks and not self._eof:
+                    self._cond.wait()
+                if not self._chunks:
+                    return
+                item = self._chunks.popleft()
             yield item
 
     def iter_lines_bytes(self) -> Iterator[bytes]:
         """Yields output lines as bytes (with their newline; the last may lack it)."""
-        buf = b""
+        splitter = LineSplitter()
         for chunk in self.iter_bytes():
-            buf += chunk
-            while True:
-                i = buf.find(b"\n")
-                if i < 0:
-                    break
-                yield buf[:i + 1]
-                buf = buf[i + 1:]
-        if buf:
-            yield buf
+            yield from splitter.feed(chunk)
+        yield from splitter.end()
 
     def __iter__(self) -> Iterator[str]:
         """Yields output lines as text (UTF-8, undecodable bytes replaced), with their newline."""
@@ -66,6 +92,29 @@ class StreamReader:
     def read(self) -> str:
         """Waits for the stream's end and returns what is left of it as text."""
         return self.read_bytes().decode("utf-8", "replace")
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines (each with its newline) as chunks come."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> List[bytes]:
+        """The lines completed by ``chunk``."""
+        self._buf += chunk
+        out: List[bytes] = []
+        while True:
+            i = self._buf.find(b"\n")
+            if i < 0:
+                return out
+            out.append(self._buf[:i + 1])
+            self._buf = self._buf[i + 1:]
+
+    def end(self) -> List[bytes]:
+        """What is left at the stream's end (a last line without newline), if anything."""
+        rest, self._buf = self._buf, b""
+        return [rest] if rest else []
 
 
 class StdinWriter:
@@ -119,6 +168,8 @@ class Process:
         self._resp = resp
         self._returncode: Optional[int] = None
         self._done = threading.Event()
+        self._done_lock = threading.Lock()
+        self._done_callbacks: List[Callable[[], None]] = []
         self._thread = threading.Thread(target=self._read, name="corral-exec-%d" % pid, daemon=True)
         self._thread.start()
 
@@ -142,7 +193,19 @@ class Process:
             self.stdout._close()
             self.stderr._close()
             self._resp.close()
-            self._done.set()
+            with self._done_lock:
+                self._done.set()
+                callbacks, self._done_callbacks = self._done_callbacks, []
+            for fn in callbacks:
+                fn()
+
+    def _on_done(self, fn: Callable[[], None]) -> None:
+        """Calls ``fn`` once the process ended (at once if it has)."""
+        with self._done_lock:
+            if not self._done.is_set():
+                self._done_callbacks.append(fn)
+                return
+        fn()
 
     def _end(self, ev: Dict[str, Any]) -> None:
         self.timed_out = bool(ev.get("timed_out"))
@@ -209,7 +272,7 @@ def start(client: "Client", sandbox_id: str, req: Dict[str, Any]) -> Process:
 
 def args_list(args: Any) -> List[str]:
     """Checks a command's arguments are strings (a clear error beats a 400 later)."""
-    out = []
+    out: List[str] = []
     for a in args:
         if not isinstance(a, str):
             from .errors import InvalidArgument
@@ -218,4 +281,4 @@ def args_list(args: Any) -> List[str]:
     return out
 
 
-__all__ = ["Process", "StreamReader", "StdinWriter"]
+__all__ = ["Process", "StreamReader", "StdinWriter", "LineSplitter"]

@@ -1,11 +1,14 @@
 """Sandbox: create, find, list, run processes in, snapshot, fork and end sandboxes."""
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
 from ._http import Client
-from .errors import InvalidArgument
+from .errors import InvalidArgument, NotFound
+from .files import open_file
 from .filesystem import Filesystem
+from .image import Image
+from .ports import Tunnel, tunnels
 from .process import Process, args_list, start
 
 Resource = Union[float, int, Tuple[float, float]]
@@ -26,6 +29,18 @@ def _split(value: Optional[Resource], name: str) -> Tuple[Optional[float], Optio
         raise InvalidArgument("%s: a number or a (request, limit) pair, not %s" % (name, type(value).__name__),
                               "invalid_argument")
     return float(value), None
+
+
+def _port(p: Any) -> Dict[str, Any]:
+    if isinstance(p, Mapping):
+        out = {"port": _port(p.get("port"))["port"]}
+        if p.get("public"):
+            out["public"] = True
+        return out
+    if isinstance(p, bool) or not isinstance(p, int):
+        raise InvalidArgument("expose: ports are int (or {\"port\": n, \"public\": bool}), not %r" % (p,),
+                              "invalid_argument")
+    return {"port": p}
 
 
 class Sandbox:
@@ -60,7 +75,7 @@ class Sandbox:
         return "Sandbox(%s)" % self.object_id
 
     @classmethod
-    def create(cls, *cmd: str, image: Optional[str] = None, runtime: Optional[str] = None,
+    def create(cls, *cmd: str, image: Union[str, Image, None] = None, runtime: Optional[str] = None,
                cpu: Optional[Resource] = None, memory: Optional[Resource] = None,
                timeout: Optional[float] = None, idle_timeout: Optional[float] = None,
                workdir: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
@@ -68,7 +83,7 @@ class Sandbox:
                tags: Optional[Mapping[str, str]] = None, block_network: bool = False,
                cidr_allowlist: Optional[Sequence[str]] = None,
                domain_allowlist: Optional[Sequence[str]] = None,
-               expose: Optional[Sequence[int]] = None, from_snapshot: Optional[str] = None,
+               expose: Optional[Sequence[Union[int, Mapping[str, Any]]]] = None, from_snapshot: Optional[str] = None,
                volumes: Optional[Sequence[Mapping[str, Any]]] = None,
                secrets: Optional[Sequence[str]] = None,
                secret_headers: Optional[Sequence[Mapping[str, str]]] = None,
@@ -82,11 +97,14 @@ class Sandbox:
         ``[{"name": "data", "path": "/data", "read_only": False}]``.
         ``secrets`` names stored secrets given as env; ``secret_headers`` are
         egress header rules ({"secret", "key", "host", "header", "template"}).
+        ``image`` is an image name or an ``Image``, built first if this client
+        has not built it (progress on the ``corral.image`` logger). ``expose``
+        lists ports (an int, or {"port": n, "public": True}): see ``tunnel``.
         """
         cpu_req, cpu_lim = _split(cpu, "cpu")
         mem_req, mem_lim = _split(memory, "memory")
         body: Dict[str, Any] = {
-            "runtime": runtime, "image": image, "cpu": cpu_req, "cpu_limit": cpu_lim,
+            "runtime": runtime, "image": image if isinstance(image, str) else None, "cpu": cpu_req, "cpu_limit": cpu_lim,
             "memory_mb": None if mem_req is None else int(mem_req),
             "memory_limit_mb": None if mem_lim is None else int(mem_lim),
             "timeout": timeout, "idle_timeout": idle_timeout, "workdir": workdir, "user": user,
@@ -94,13 +112,15 @@ class Sandbox:
             "entrypoint": args_list(cmd) or None, "block_network": block_network or None,
             "cidr_allowlist": list(cidr_allowlist) if cidr_allowlist else None,
             "domain_allowlist": list(domain_allowlist) if domain_allowlist else None,
-            "expose": [{"port": int(p)} for p in expose] if expose else None,
+            "expose": [_port(p) for p in expose] if expose else None,
             "from_snapshot": from_snapshot,
             "volumes": [dict(v) for v in volumes] if volumes else None,
             "secrets": list(secrets) if secrets else None,
             "secret_headers": [dict(h) for h in secret_headers] if secret_headers else None,
         }
         c = client or Client()
+        if isinstance(image, Image):
+            body["image"] = image.build(c).digest
         info = c.call("POST", "/v1/sandboxes", payload={k: v for k, v in body.items() if v is not None})
         return cls(c, info)
 
@@ -210,17 +230,45 @@ class Sandbox:
 
     def snapshot(self, name: Optional[str] = None) -> Dict[str, Any]:
         """Saves a memory snapshot (processes, memory, files); start copies with ``from_snapshot``."""
-        return self._client.call("POST", _path(self.object_id, "/snapshots/memory"),
-                                 payload={"name": name} if name else {})
+        res: Dict[str, Any] = self._client.call("POST", _path(self.object_id, "/snapshots/memory"),
+                                                payload={"name": name} if name else {})
+        return res
 
     def snapshot_filesystem(self, tag: str) -> Dict[str, Any]:
         """Saves the sandbox's files as an image tagged ``tag``; returns the image."""
-        return self._client.call("POST", _path(self.object_id, "/snapshots/fs"), payload={"tag": tag})
+        res: Dict[str, Any] = self._client.call("POST", _path(self.object_id, "/snapshots/fs"), payload={"tag": tag})
+        return res
 
     def fork(self, n: int = 1) -> "List[Sandbox]":
         """Starts ``n`` (1-16) running copies of the sandbox."""
         out = self._client.call("POST", _path(self.object_id, "/fork"), payload={"count": n}) or {}
         return [Sandbox(self._client, s) for s in out.get("sandboxes") or []]
+
+    def open(self, path: str, mode: str = "r", encoding: Optional[str] = None, errors: Optional[str] = None,
+             newline: Optional[str] = None, user: Optional[str] = None) -> IO[Any]:
+        """Opens a file in the sandbox as a file object, like ``open()``.
+
+        Modes: "r", "w", "a", "x", with "b" (bytes) or text (UTF-8 unless
+        ``encoding``), and "+" to read and write. Reading streams the file
+        (seeking back opens it again); writing is kept locally (in memory up to
+        8 MiB, then in a temporary file) and sent to the sandbox when the file
+        is closed, replacing the file at once. Use it as a context manager.
+        """
+        return open_file(self.filesystem, path, mode, encoding, errors, newline, user)
+
+    def tunnels(self) -> Dict[int, Tunnel]:
+        """The sandbox's exposed ports (``expose=`` at create), by port, each with its URL."""
+        return tunnels(self._client, self.refresh())
+
+    def tunnel(self, port: int) -> Tunnel:
+        """The exposed port ``port``: ``.url`` reaches it over HTTP, ``.connect()`` opens raw TCP.
+
+        Raises ``NotFound`` when the sandbox does not expose it.
+        """
+        t = self.tunnels().get(int(port))
+        if t is None:
+            raise NotFound("port %d of sandbox %s is not exposed" % (int(port), self.object_id), "not_found", 404)
+        return t
 
     def __enter__(self) -> "Sandbox":
         return self

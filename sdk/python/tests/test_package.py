@@ -26,14 +26,18 @@ class TestPackage(unittest.TestCase):
                 names = set(z.namelist())
                 self.assertIsNone(z.testzip())
         for want in ("corral/__init__.py", "corral/py.typed", "corral/sandbox.py", "corral/process.py",
-                     "corral/filesystem.py", "corral/errors.py", "corral/_http.py",
+                     "corral/filesystem.py", "corral/errors.py", "corral/_http.py", "corral/aio.py",
+                     "corral/image.py", "corral/files.py", "corral/ports.py", "corral/_layer.py",
+                     "corral/_aio_process.py",
                      "corral-0.1.0.dist-info/RECORD", "corral-0.1.0.dist-info/METADATA"):
             self.assertIn(want, names)
 
     def test_public_names_documented(self) -> None:
+        import corral.aio
         missing = []
-        for name in corral.__all__:
-            obj = getattr(corral, name)
+        names = [(corral, n) for n in corral.__all__] + [(corral.aio, n) for n in corral.aio.__all__]
+        for mod, name in names:
+            obj = getattr(mod, name)
             if not inspect.getdoc(obj):
                 missing.append(name)
             if inspect.isclass(obj):
