@@ -59,6 +59,8 @@ func New(m *manager.Manager, log *slog.Logger) *Server {
 	s.rpc.HandleFunc("GET /health", s.health)
 	s.rpc.HandleFunc("GET /files", s.downloadFile)
 	s.rpc.HandleFunc("POST /files", s.uploadFile)
+	s.rpc.HandleFunc("GET /envs", s.envs)
+	s.rpc.HandleFunc("GET /metrics", s.metrics)
 	return s
 }
 
