@@ -24,7 +24,7 @@ func TestWriteWithXattrs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !info.XattrsUnsupported && info.Xattrs["k"] != "v" {
+	if info.XattrsUnsupported || info.Xattrs["k"] != "v" {
 		t.Errorf("a protocol 4 agent answered %v", info.Xattrs)
 	}
 
