@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -76,13 +77,18 @@ func (x *xattrWrite) replace(fd int, names []string) error {
 
 // listXattrs lists the attribute names of an open file.
 func listXattrs(fd int) ([]string, error) {
+	return listXattrsWith(func(buf []byte) (int, error) { return unix.Flistxattr(fd, buf) })
+}
+
+// listXattrsWith lists attribute names with a listxattr call.
+func listXattrsWith(list func([]byte) (int, error)) ([]string, error) {
 	for range 3 {
-		size, err := unix.Flistxattr(fd, nil)
+		size, err := list(nil)
 		if err != nil || size == 0 {
 			return nil, err
 		}
 		buf := make([]byte, size)
-		n, err := unix.Flistxattr(fd, buf)
+		n, err := list(buf)
 		if errors.Is(err, unix.ERANGE) {
 			continue // grew between the two calls
 		}
@@ -100,9 +106,18 @@ func listXattrs(fd int) ([]string, error) {
 	return nil, unix.ERANGE
 }
 
-// readXattrs reads the attributes under prefix, names without it.
+// readXattrs reads the attributes of an open file under prefix, names
+// without it.
 func readXattrs(fd int, prefix string) (map[string]string, error) {
-	names, err := listXattrs(fd)
+	return readXattrsWith(prefix,
+		func(buf []byte) (int, error) { return unix.Flistxattr(fd, buf) },
+		func(name string, buf []byte) (int, error) { return unix.Fgetxattr(fd, name, buf) })
+}
+
+// readXattrsWith reads the attributes under prefix with a listxattr and a
+// getxattr call.
+func readXattrsWith(prefix string, list func([]byte) (int, error), get func(string, []byte) (int, error)) (map[string]string, error) {
+	names, err := listXattrsWith(list)
 	if err != nil {
 		return nil, err
 	}
@@ -113,12 +128,15 @@ func readXattrs(fd int, prefix string) (map[string]string, error) {
 			continue
 		}
 		buf := make([]byte, agentapi.MaxXattrTotal)
-		m, err := unix.Fgetxattr(fd, n, buf)
+		m, err := get(n, buf)
 		if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ERANGE) {
 			continue // removed meanwhile, or larger than any write sets
 		}
 		if err != nil {
 			return nil, err
+		}
+		if !utf8.ValidString(k) || !utf8.Valid(buf[:m]) {
+			continue // set inside the sandbox; JSON would mangle it
 		}
 		if out == nil {
 			out = map[string]string{}
@@ -126,4 +144,39 @@ func readXattrs(fd int, prefix string) (map[string]string, error) {
 		out[k] = string(buf[:m])
 	}
 	return out, nil
+}
+
+// xattrPrefix reads the xattrs query of a stat or a listing (since
+// XattrsSince): the attribute prefix whose attributes each entry carries;
+// "" for none.
+func xattrPrefix(q string) (string, error) {
+	if q == "" {
+		return "", nil
+	}
+	if err := (&agentapi.XattrSet{Prefix: q}).Validate(); err != nil {
+		return "", err
+	}
+	return q, nil
+}
+
+// withXattrs adds to e the attributes of host (a regular file or a
+// directory; symlinks have no user attributes) under prefix, by path
+// without following a final symlink (lgetxattr: the path was resolved
+// inside the root, and nothing is written). A filesystem without them
+// marks the entry; attributes that cannot be read leave the entry without
+// them rather than failing a stat or a listing.
+func withXattrs(e agentapi.EntryInfo, host, prefix string) agentapi.EntryInfo {
+	if prefix == "" || (e.Type != agentapi.EntryFile && e.Type != agentapi.EntryDir) {
+		return e
+	}
+	got, err := readXattrsWith(prefix,
+		func(buf []byte) (int, error) { return unix.Llistxattr(host, buf) },
+		func(name string, buf []byte) (int, error) { return unix.Lgetxattr(host, name, buf) })
+	switch {
+	case errors.Is(err, unix.ENOTSUP):
+		e.XattrsUnsupported = true
+	case err == nil:
+		e.Xattrs = got
+	}
+	return e
 }

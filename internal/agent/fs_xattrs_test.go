@@ -78,3 +78,51 @@ func xattr(t *testing.T, path, name string) string {
 	}
 	return string(buf[:n])
 }
+
+// A stat or a listing with a prefix carries each file's and directory's
+// attributes under it (not the others, not a symlink's); a prefix outside
+// the user namespace is refused.
+func TestStatListXattrs(t *testing.T) {
+	env := newFSEnv(t)
+	ctx := testCtx(t)
+	host := filepath.Join(env.root, "root/f")
+	mustWrite(t, host, "x")
+	if err := unix.Setxattr(host, "user.e2b.k", []byte("v"), 0); errors.Is(err, unix.ENOTSUP) {
+		t.Skip("the test directory's filesystem has no user extended attributes")
+	}
+	for name, val := range map[string]string{"user.other": "o", "user.e2b.bin": "\xff\xfe"} {
+		if err := unix.Setxattr(host, name, []byte(val), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Symlink("f", filepath.Join(env.root, "root/link")); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"k": "v"}
+	info, err := env.c.StatXattrs(ctx, "/root/f", "", "user.e2b.")
+	if err != nil || !maps.Equal(info.Xattrs, want) {
+		t.Errorf("stat: %v %v, want %v (a value that is not UTF-8 left out)", info.Xattrs, err, want)
+	}
+	if info, err := env.c.Stat(ctx, "/root/f", ""); err != nil || info.Xattrs != nil {
+		t.Errorf("a stat without a prefix: %v %v", info.Xattrs, err)
+	}
+	es, err := env.c.ListDirXattrs(ctx, "/root", 1, "", "user.e2b.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		switch e.Name {
+		case "f":
+			if !maps.Equal(e.Xattrs, want) {
+				t.Errorf("listing: f has %v", e.Xattrs)
+			}
+		case "link":
+			if e.Xattrs != nil {
+				t.Errorf("listing: a symlink has %v", e.Xattrs)
+			}
+		}
+	}
+	if _, err := env.c.StatXattrs(ctx, "/root/f", "", "trusted."); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a trusted.* prefix: %v", err)
+	}
+}

@@ -103,3 +103,32 @@ func (c *Client) WriteFileWith(ctx context.Context, path string, r io.Reader, mo
 	}
 	return info, nil
 }
+
+// StatXattrs is Stat with the entry's extended attributes under prefix
+// (EntryInfo.Xattrs, names without it). An agent older than XattrsSince
+// has no way to read them: its entry comes without them.
+func (c *Client) StatXattrs(ctx context.Context, path, user, prefix string) (EntryInfo, error) {
+	var info EntryInfo
+	q := userQuery(url.Values{"path": {path}}, user)
+	if c.version >= XattrsSince {
+		q.Set(QueryXattrs, prefix)
+	}
+	if err := c.callJSON(ctx, http.MethodGet, c.prefix+PathStat, q, nil, &info); err != nil {
+		return EntryInfo{}, fmt.Errorf("agent stat %s: %w", path, err)
+	}
+	return info, nil
+}
+
+// ListDirXattrs is ListDir with each entry's extended attributes under
+// prefix, as StatXattrs.
+func (c *Client) ListDirXattrs(ctx context.Context, path string, depth int, user, prefix string) ([]EntryInfo, error) {
+	q := userQuery(url.Values{"path": {path}, "depth": {strconv.Itoa(max(depth, 1))}}, user)
+	if c.version >= XattrsSince {
+		q.Set(QueryXattrs, prefix)
+	}
+	var out DirList
+	if err := c.callJSON(ctx, http.MethodGet, c.prefix+PathListDir, q, nil, &out); err != nil {
+		return nil, fmt.Errorf("agent list %s: %w", path, err)
+	}
+	return out.Entries, nil
+}

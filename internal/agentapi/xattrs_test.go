@@ -15,10 +15,17 @@ import (
 // the same agent's write goes through.
 func TestXattrsNeedProtocol4(t *testing.T) {
 	writes := 0
-	routes := map[string]http.HandlerFunc{"/v3" + PathFiles: func(w http.ResponseWriter, r *http.Request) {
-		writes++
-		w.Write([]byte(`{"name":"f","path":"/f","type":"file"}`))
-	}}
+	statQuery := "unset"
+	routes := map[string]http.HandlerFunc{
+		"/v3" + PathFiles: func(w http.ResponseWriter, r *http.Request) {
+			writes++
+			w.Write([]byte(`{"name":"f","path":"/f","type":"file"}`))
+		},
+		"/v3" + PathStat: func(w http.ResponseWriter, r *http.Request) {
+			statQuery = r.URL.RawQuery
+			w.Write([]byte(`{"name":"f","path":"/f","type":"file"}`))
+		},
+	}
 	conn, _ := fakeAgent(t, agentMux([]int{1, 2, 3}, routes))
 	c, err := NewClient(context.Background(), conn)
 	if err != nil {
@@ -32,5 +39,8 @@ func TestXattrsNeedProtocol4(t *testing.T) {
 	}
 	if _, err := c.WriteFileWith(context.Background(), "/f", strings.NewReader("x"), 0, "", WriteOptions{InPlace: true}); err != nil || writes != 1 {
 		t.Errorf("a plain write to a protocol 3 agent: %v (sent %d)", err, writes)
+	}
+	if _, err := c.StatXattrs(context.Background(), "/f", "", "user.e2b."); err != nil || strings.Contains(statQuery, QueryXattrs) {
+		t.Errorf("a stat with attributes from a protocol 3 agent: %v (query %q); want a plain stat", err, statQuery)
 	}
 }

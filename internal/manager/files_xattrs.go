@@ -35,3 +35,24 @@ func (s Files) WriteWith(ctx context.Context, id, path string, r io.Reader, mode
 	}
 	return info, err
 }
+
+// StatXattrs is Stat with the entry's extended attributes under prefix
+// (none from an agent older than agentapi.XattrsSince).
+func (s Files) StatXattrs(ctx context.Context, id, path, user, prefix string) (agentapi.EntryInfo, error) {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return agentapi.EntryInfo{}, err
+	}
+	defer t.release()
+	return t.agent.StatXattrs(ctx, t.path, t.user, prefix)
+}
+
+// ListXattrs is List with each entry's extended attributes under prefix.
+func (s Files) ListXattrs(ctx context.Context, id, path string, depth int, user, prefix string) ([]agentapi.EntryInfo, error) {
+	t, err := s.open(ctx, id, path, user)
+	if err != nil {
+		return nil, err
+	}
+	defer t.release()
+	return t.agent.ListDirXattrs(ctx, t.path, depth, t.user, prefix)
+}

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+
+	"corral/internal/e2b/envd/gen/filesystem"
 )
 
 // Issue 14's last pieces, on one daemon: X-Metadata-* upload headers kept
@@ -87,6 +91,21 @@ func testEnvdMetadata(t *testing.T, d *daemon, c *envdClient, id, rt string) {
 		t.Logf("%s %s: answer %v, inside %v", rt, p, out[0].Metadata, inside)
 		if !maps.Equal(out[0].Metadata, want) || !maps.Equal(inside, want) {
 			t.Errorf("%s %s: answer's metadata %v, user.e2b.* inside %v; want %v in both", rt, p, out[0].Metadata, inside, want)
+		}
+		// Stat and ListDir report it as envd's EntryInfo.metadata.
+		ctx := context.Background()
+		st2, err := c.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: p}))
+		if err != nil || !maps.Equal(st2.Msg.GetEntry().GetMetadata(), want) {
+			t.Errorf("%s: Stat metadata %v (%v), want %v", p, st2.Msg.GetEntry().GetMetadata(), err, want)
+		}
+		ls, err := c.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: dir}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ls.Msg.GetEntries() {
+			if e.GetPath() == p && !maps.Equal(e.GetMetadata(), want) {
+				t.Errorf("%s: ListDir metadata %v, want %v", p, e.GetMetadata(), want)
+			}
 		}
 		// An upload replaces the set: one key now, then none.
 		if st, b, out = metadataUpload(t, c, p, "two", map[string]string{"author": "bob"}); st != http.StatusOK || !maps.Equal(out[0].Metadata, map[string]string{"author": "bob"}) {
