@@ -24,8 +24,10 @@ const Port = 49983
 // Version is the envd version this face implements as far as the e2b SDK's
 // version gates go (see README): the process and filesystem API with
 // stdin:false (0.3.0), no forced default user (0.4.0), CloseStdin (0.5.2)
-// and octet-stream uploads (0.5.7); not file metadata (0.6.2).
-const Version = "0.5.7"
+// octet-stream uploads (0.5.7) and file metadata (0.6.2: X-Metadata-* kept as
+// user.e2b.* attributes, reported by Stat and ListDir); not watch events
+// carrying entries (0.6.3).
+const Version = "0.6.2"
 
 // maxMessage bounds one Connect request message.
 const maxMessage = 8 << 20
