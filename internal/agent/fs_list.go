@@ -16,10 +16,16 @@ import (
 // maxListEntries bounds one listing; the sandbox can make huge directories.
 const maxListEntries = 100_000
 
-// fsList is GET /v1/fs/list?path=P[&depth=1][&user=U]: the entries below a directory,
-// depth levels deep. Symlinks are listed, never descended into.
+// fsList is GET /v1/fs/list?path=P[&depth=1][&user=U][&xattrs=PREFIX]: the entries
+// below a directory, depth levels deep, with xattrs (protocol 4) each with
+// its extended attributes under that prefix. Symlinks are listed, never
+// descended into.
 func (s *Server) fsList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	prefix, err := xattrPrefix(q.Get(agentapi.QueryXattrs))
+	if err != nil {
+		return err
+	}
 	depth := 1
 	if d := q.Get("depth"); d != "" {
 		n, err := strconv.Atoi(d)
@@ -39,7 +45,7 @@ func (s *Server) fsList(w http.ResponseWriter, r *http.Request) error {
 	if !fi.IsDir() {
 		return errdefs.Invalid("path", "%s is not a directory", sandbox)
 	}
-	l := &lister{s: s, ids: s.newIDNames(), entries: []agentapi.EntryInfo{}}
+	l := &lister{s: s, ids: s.newIDNames(), entries: []agentapi.EntryInfo{}, prefix: prefix}
 	if err := l.walk(host, depth); err != nil {
 		return fsError("listing", sandbox, err)
 	}
@@ -52,6 +58,7 @@ type lister struct {
 	s       *Server
 	ids     *idNames
 	entries []agentapi.EntryInfo
+	prefix  string // extended attributes to add ("": none)
 }
 
 // walk lists dir, reading it in batches so a huge directory is not loaded
@@ -87,7 +94,7 @@ func (l *lister) add(dir string, de os.DirEntry, depth int) error {
 		return fmt.Errorf("%w: more than %d entries", errdefs.ErrResourceExhausted, maxListEntries)
 	}
 	host := filepath.Join(dir, de.Name())
-	l.entries = append(l.entries, l.s.entryFrom(host, fi, l.ids))
+	l.entries = append(l.entries, withXattrs(l.s.entryFrom(host, fi, l.ids), host, l.prefix))
 	if depth > 1 && fi.IsDir() {
 		if err := l.walk(host, depth-1); errors.Is(err, errdefs.ErrResourceExhausted) {
 			return err

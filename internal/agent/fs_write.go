@@ -21,16 +21,22 @@ const (
 	defaultDirMode  = 0o755
 )
 
-// fsWrite is PUT /v1/files?path=P[&mode=0644][&user=U][&inplace=1]: the body
+// fsWrite is PUT /v1/files?path=P[&mode=0644][&user=U][&inplace=1][&xattrs=J]: the body
 // is streamed into a temporary file beside the target, then renamed over
 // it, so readers never see a partial file; with inplace=1 it is written
 // into the target itself (truncated, or created), as E2B's envd does, so a
 // watcher sees the file written (an agent without inplace ignores it).
-// Missing parent directories are created, owned like the file.
+// Missing parent directories are created, owned like the file. With xattrs
+// (an agentapi.XattrSet, protocol 4) the file's extended attributes under
+// its prefix are replaced before the write completes (fs_xattrs.go).
 func (s *Server) fsWrite(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	mode, hasMode, err := parseMode(q.Get("mode"))
 	if err != nil {
+		return err
+	}
+	xw := &xattrWrite{}
+	if xw.set, err = agentapi.ParseXattrs(q.Get(agentapi.QueryXattrs)); err != nil {
 		return err
 	}
 	acct, err := s.lookupUser(q.Get("user"))
@@ -63,13 +69,14 @@ func (s *Server) fsWrite(w http.ResponseWriter, r *http.Request) error {
 	if q.Get("inplace") == "1" {
 		write = s.writeInPlace
 	}
-	if err := write(r.Body, dir, host, mode, acct, q.Get("user") != ""); err != nil {
+	if err := write(r.Body, dir, host, mode, acct, q.Get("user") != "", xw); err != nil {
 		return fsError("writing", sandbox, err)
 	}
 	info, err := s.entryInfo(host, s.newIDNames())
 	if err != nil {
 		return fsError("stat", sandbox, err)
 	}
+	info.Xattrs, info.XattrsUnsupported = xw.got, xw.unsupported
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }
@@ -87,7 +94,7 @@ func owner(acct account, named bool) (int, int) {
 // writeAtomic copies body into a new temporary file in dir and renames it
 // to host. The temporary file is created with O_EXCL under a random name,
 // so nothing the sandbox planted can redirect it.
-func (s *Server) writeAtomic(body io.Reader, dir, host string, mode uint32, acct account, chown bool) (err error) {
+func (s *Server) writeAtomic(body io.Reader, dir, host string, mode uint32, acct account, chown bool, xw *xattrWrite) (err error) {
 	tmp, err := os.CreateTemp(dir, ".corral-upload-*")
 	if err != nil {
 		return err
@@ -109,6 +116,9 @@ func (s *Server) writeAtomic(body io.Reader, dir, host string, mode uint32, acct
 			return err
 		}
 	}
+	if err = xw.apply(tmp); err != nil {
+		return err
+	}
 	if err = tmp.Close(); err != nil {
 		return err
 	}
@@ -120,7 +130,7 @@ func (s *Server) writeAtomic(body io.Reader, dir, host string, mode uint32, acct
 // created with mode, or truncated keeping its mode and owner. A failed
 // write removes a file it created; an existing file keeps what was
 // written, as with envd.
-func (s *Server) writeInPlace(body io.Reader, _, host string, mode uint32, acct account, chown bool) (err error) {
+func (s *Server) writeInPlace(body io.Reader, _, host string, mode uint32, acct account, chown bool, xw *xattrWrite) (err error) {
 	// O_NONBLOCK: a FIFO planted at the path fails the open (ENXIO)
 	// instead of hanging it; it changes nothing for a regular file.
 	const flags = os.O_WRONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
@@ -165,6 +175,9 @@ func (s *Server) writeInPlace(body io.Reader, _, host string, mode uint32, acct 
 	}
 	if _, err := io.CopyBuffer(f, onlyReader{body}, make([]byte, copyChunk)); err != nil {
 		return fmt.Errorf("%w: receiving the body: %v", errdefs.ErrUnavailable, err)
+	}
+	if err := xw.apply(f); err != nil {
+		return err
 	}
 	return f.Close()
 }

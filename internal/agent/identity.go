@@ -256,5 +256,5 @@ func (s *Server) writeRootFile(path, content string, mode uint32) error {
 	if err != nil {
 		return err
 	}
-	return s.writeAtomic(strings.NewReader(content), filepath.Dir(host), host, mode, rootAccount, false)
+	return s.writeAtomic(strings.NewReader(content), filepath.Dir(host), host, mode, rootAccount, false, nil)
 }

@@ -15,7 +15,7 @@ package agentapi
 import "time"
 
 // ProtocolVersion is the newest protocol version this package speaks.
-const ProtocolVersion = 3
+const ProtocolVersion = 4
 
 // SupportedVersions lists every protocol version this package speaks, newest
 // last. Both the agent (in GET /version) and the client use it.
@@ -24,7 +24,8 @@ const ProtocolVersion = 3
 // 2: all of 1, and file watching (GET /v2/fs/watch).
 // 3: all of 2, and StartRequest.KillTree (a timeout or signal kills every
 // descendant of the process, setsid'd ones too) and Event.OOMKilled.
-var SupportedVersions = []int{1, 2, 3}
+// 4: all of 3, and extended attributes on a write (PUT /files?xattrs=).
+var SupportedVersions = []int{1, 2, 3, 4}
 
 // WatchSince is the first protocol version with file watching.
 const WatchSince = 2
@@ -34,8 +35,14 @@ const WatchSince = 2
 // would ignore the field): errdefs.ErrFailedPrecondition.
 const KillTreeSince = 3
 
+// XattrsSince is the first protocol version whose file write sets
+// extended attributes (the xattrs query of PUT /files, XattrSet). A client
+// refuses them to an older agent, which would ignore the query:
+// errdefs.ErrNotSupported.
+const XattrsSince = 4
+
 // AgentVersion is the agent's release string reported in GET /version.
-const AgentVersion = "corral-agent 0.3.0"
+const AgentVersion = "corral-agent 0.4.0"
 
 // Paths. PathVersion is unversioned; the others follow the /v<N> prefix.
 const (
@@ -217,6 +224,13 @@ type EntryInfo struct {
 	Group         string    `json:"group"`
 	ModifiedAt    time.Time `json:"modified_at"`
 	SymlinkTarget string    `json:"symlink_target,omitempty"`
+	// Xattrs (a write with an XattrSet, since XattrsSince) are the
+	// file's attributes under the set's Prefix after the write, read
+	// back from the file, names without the prefix.
+	Xattrs map[string]string `json:"xattrs,omitempty"`
+	// XattrsUnsupported (likewise): the file's filesystem refused
+	// extended attributes (ENOTSUP); the body was written all the same.
+	XattrsUnsupported bool `json:"xattrs_unsupported,omitempty"`
 }
 
 // DirList is the body of GET /v1/fs/list.
@@ -317,3 +331,28 @@ type IdentityResult struct {
 	BootID  bool   `json:"boot_id,omitempty"` // BootID is mounted
 	Network bool   `json:"network,omitempty"` // the address changed
 }
+
+// XattrSet is a write's extended attributes (since XattrsSince), sent
+// JSON-encoded in the xattrs query parameter of PUT /files. After the body
+// is written, every attribute of the file whose name starts with Prefix
+// and is not named in Values is removed, and each of Values is set as
+// Prefix+name: the set replaces what an earlier write left, as E2B's envd
+// metadata does (an in-place write keeps a file's attributes). Prefix must
+// start with XattrUserPrefix; names are non-empty and NUL-free.
+type XattrSet struct {
+	Prefix string            `json:"prefix"`
+	Values map[string]string `json:"values,omitempty"`
+}
+
+// XattrUserPrefix is the only attribute namespace a write may set: the
+// user namespace, which needs no privilege and carries no meaning to the
+// kernel (security.*, trusted.* and system.* do).
+const XattrUserPrefix = "user."
+
+// Bounds of an XattrSet: a whole attribute name (the kernel's
+// XATTR_NAME_MAX) and the sum of its names and values (what one ext4
+// block holds for an inode's attributes).
+const (
+	MaxXattrName  = 255
+	MaxXattrTotal = 4096
+)

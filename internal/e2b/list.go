@@ -19,7 +19,8 @@ const (
 
 // listV2 is GET /v2/sandboxes: a page of running and paused sandboxes
 // (query state narrows it), filtered by metadata, the next page's token in
-// X-Next-Token.
+// X-Next-Token and the count of running ones matching the filters in
+// X-Total-Running (list_total.go).
 func (s *Server) listV2(w http.ResponseWriter, r *http.Request) {
 	o, err := listQuery(r.URL.Query(), true)
 	if err != nil {
@@ -31,8 +32,16 @@ func (s *Server) listV2(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
+	total, err := s.totalRunning(r.Context(), o)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	if next != "" {
 		w.Header().Set("X-Next-Token", next)
+	}
+	if total != "" {
+		w.Header().Set("X-Total-Running", total)
 	}
 	out := []listedSandbox{}
 	for _, sb := range page {

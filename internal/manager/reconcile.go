@@ -141,7 +141,9 @@ func (m *Manager) adopt(ctx context.Context, h *handle.Handle) (string, error) {
 		return "", nil // stays paused (no agent to reach) until resumed
 	case sb.State != sandbox.Running && sb.State != sandbox.Paused:
 		return sandbox.EndLost, fmt.Errorf("it was %s", sb.State)
-	case sb.State == sandbox.Running && time.Now().After(sb.ExpiresAt()):
+	case sb.State == sandbox.Running && time.Now().After(sb.ExpiresAt()) && !sb.Spec.PauseOnTimeout:
+		// A pause_on_timeout sandbox is adopted instead: its watcher finds
+		// the lifetime over at once and pauses it, as it would have.
 		return sandbox.EndTimeout, fmt.Errorf("its lifetime ended at %s", sb.ExpiresAt().Format(time.RFC3339))
 	case err != nil:
 		return sandbox.EndLost, fmt.Errorf("runtime status: %w", err)

@@ -28,11 +28,13 @@ const (
 	maxQueryUserLen = 64
 )
 
-// fileEntry is envd's /files entry: {"path", "name", "type"}.
+// fileEntry is envd's /files entry: {"path", "name", "type"}, and the
+// file's metadata as read back after the write (metadata.go).
 type fileEntry struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-	Type string `json:"type"`
+	Path     string            `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // fileQuery is a /files request's path and user (username; "" is the
@@ -117,6 +119,11 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	md, err := uploadMetadata(r.Header)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	body, err := requestBody(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -126,14 +133,14 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 	var out []fileEntry
 	switch ct {
 	case "multipart/form-data":
-		out, err = s.uploadParts(r, multipart.NewReader(body, params["boundary"]), p, user)
+		out, err = s.uploadParts(r, multipart.NewReader(body, params["boundary"]), p, user, md)
 	case "application/octet-stream":
 		if p == "" {
 			err = errdefs.Invalid("path", "is required for an application/octet-stream upload")
 			break
 		}
 		var e fileEntry
-		e, err = s.write(r, p, user, body)
+		e, err = s.write(r, p, user, body, md)
 		out = []fileEntry{e}
 	default:
 		err = errdefs.Invalid("Content-Type", "multipart/form-data or application/octet-stream, got %q", ct)
@@ -163,7 +170,7 @@ func requestBody(r *http.Request) (io.Reader, error) {
 }
 
 // uploadParts writes each "file" part of a multipart upload.
-func (s *Server) uploadParts(r *http.Request, mr *multipart.Reader, p, user string) ([]fileEntry, error) {
+func (s *Server) uploadParts(r *http.Request, mr *multipart.Reader, p, user string, md *agentapi.XattrSet) ([]fileEntry, error) {
 	var out []fileEntry
 	for {
 		part, err := mr.NextPart()
@@ -190,7 +197,7 @@ func (s *Server) uploadParts(r *http.Request, mr *multipart.Reader, p, user stri
 		if err := checkPathHTTP(dest); err != nil {
 			return nil, err
 		}
-		e, err := s.write(r, dest, user, part)
+		e, err := s.write(r, dest, user, part, md)
 		part.Close()
 		if err != nil {
 			return nil, err
@@ -215,10 +222,10 @@ func rawFileName(part *multipart.Part) string {
 
 // write writes one file in place (a watcher sees it written, as with
 // envd; a new file is 0644, an existing one keeps its mode), bounded to
-// maxFileSize.
-func (s *Server) write(r *http.Request, p, user string, body io.Reader) (fileEntry, error) {
+// maxFileSize, its metadata replaced by md.
+func (s *Server) write(r *http.Request, p, user string, body io.Reader, md *agentapi.XattrSet) (fileEntry, error) {
 	lr := &limitReader{r: body, n: maxFileSize}
-	e, err := s.m.Files().WriteInPlace(r.Context(), sandboxID(r.Header), p, lr, 0, user)
+	e, err := s.m.Files().WriteWith(r.Context(), sandboxID(r.Header), p, lr, 0, user, agentapi.WriteOptions{InPlace: true, Xattrs: md})
 	if lr.over {
 		return fileEntry{}, fmt.Errorf("%w: a file over %d bytes", errdefs.ErrResourceExhausted, int64(maxFileSize))
 	}
@@ -238,5 +245,9 @@ func (s *Server) write(r *http.Request, p, user string, body io.Reader) (fileEnt
 	if e.Type == agentapi.EntryDir {
 		t = "directory"
 	}
-	return fileEntry{Path: e.Path, Name: e.Name, Type: t}, nil
+	if e.XattrsUnsupported && len(md.Values) > 0 {
+		s.log.Info("upload metadata not kept: the sandbox's filesystem or agent has no user.* extended attributes",
+			"op", "envd", "sandbox", sandboxID(r.Header), "path", e.Path)
+	}
+	return fileEntry{Path: e.Path, Name: e.Name, Type: t, Metadata: e.Xattrs}, nil
 }

@@ -47,7 +47,7 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	e, err := f.s.m.Files().Stat(ctx, id, req.Msg.GetPath(), user)
+	e, err := f.s.m.Files().StatXattrs(ctx, id, req.Msg.GetPath(), user, metadataXattr)
 	if err != nil {
 		return nil, f.s.connectErr(err)
 	}
@@ -96,7 +96,7 @@ func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	if depth > agentapi.MaxListDepth {
 		return nil, invalid("depth", "at most %d", agentapi.MaxListDepth)
 	}
-	es, err := f.s.m.Files().List(ctx, id, req.Msg.GetPath(), depth, user)
+	es, err := f.s.m.Files().ListXattrs(ctx, id, req.Msg.GetPath(), depth, user, metadataXattr)
 	if err != nil {
 		return nil, f.s.connectErr(err)
 	}
@@ -119,11 +119,12 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 }
 
-// entryInfo translates an agent entry.
+// entryInfo translates an agent entry; its user.e2b.* attributes (Stat
+// and ListDir ask for them) are envd's metadata.
 func entryInfo(e agentapi.EntryInfo) *filesystem.EntryInfo {
 	out := &filesystem.EntryInfo{
 		Name: e.Name, Path: e.Path, Size: e.Size, Mode: e.Mode, Permissions: e.Permissions,
-		Owner: e.Owner, Group: e.Group, ModifiedTime: timestamppb.New(e.ModifiedAt),
+		Owner: e.Owner, Group: e.Group, ModifiedTime: timestamppb.New(e.ModifiedAt), Metadata: e.Xattrs,
 	}
 	switch e.Type {
 	case agentapi.EntryFile:

@@ -24,8 +24,10 @@ const Port = 49983
 // Version is the envd version this face implements as far as the e2b SDK's
 // version gates go (see README): the process and filesystem API with
 // stdin:false (0.3.0), no forced default user (0.4.0), CloseStdin (0.5.2)
-// and octet-stream uploads (0.5.7); not file metadata (0.6.2).
-const Version = "0.5.7"
+// octet-stream uploads (0.5.7) and file metadata (0.6.2: X-Metadata-* kept as
+// user.e2b.* attributes, reported by Stat and ListDir); not watch events
+// carrying entries (0.6.3).
+const Version = "0.6.2"
 
 // maxMessage bounds one Connect request message.
 const maxMessage = 8 << 20
@@ -59,6 +61,8 @@ func New(m *manager.Manager, log *slog.Logger) *Server {
 	s.rpc.HandleFunc("GET /health", s.health)
 	s.rpc.HandleFunc("GET /files", s.downloadFile)
 	s.rpc.HandleFunc("POST /files", s.uploadFile)
+	s.rpc.HandleFunc("GET /envs", s.envs)
+	s.rpc.HandleFunc("GET /metrics", s.metrics)
 	return s
 }
 

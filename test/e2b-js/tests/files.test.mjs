@@ -1,6 +1,6 @@
 // Files through envd with the official SDK, unchanged: write and read
 // (text, bytes, streams, 100 MB), many files at once, list, exists,
-// getInfo, makeDir, rename, remove, watchDir. Also run in the SDK's debug
+// getInfo, metadata, makeDir, rename, remove, watchDir. Also run in the SDK's debug
 // mode (E2B_DEBUG=true); each test works under a directory of its own.
 import { createHash, randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -104,6 +104,18 @@ describe('files', () => {
     expect(info.owner).toBe('user')
     expect(info.modifiedTime).toBeInstanceOf(Date)
     await expect(sbx.files.getInfo(`${dir}/tree/nope`)).rejects.toBeInstanceOf(NotFoundError)
+  })
+
+  test('metadata: written, read back by getInfo and list, replaced by the next write', async () => {
+    const want = { author: 'ann', purpose: 'sdk test' }
+    const info = await sbx.files.write(`${dir}/meta/m.txt`, 'm', { metadata: { Author: 'ann', purpose: 'sdk test' } })
+    expect(info.metadata).toEqual(want)
+    expect((await sbx.files.getInfo(`${dir}/meta/m.txt`)).metadata).toEqual(want)
+    const listed = await sbx.files.list(`${dir}/meta`)
+    expect(listed.find((e) => e.name === 'm.txt').metadata).toEqual(want)
+    const again = await sbx.files.write(`${dir}/meta/m.txt`, 'n')
+    expect(again.metadata).toBeUndefined()
+    expect((await sbx.files.getInfo(`${dir}/meta/m.txt`)).metadata).toBeUndefined()
   })
 
   test('makeDir, rename, remove', async () => {
