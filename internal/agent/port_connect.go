@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -35,16 +34,15 @@ func (s *Server) portConnect(w http.ResponseWriter, r *http.Request) error {
 	if err := rc.Flush(); err != nil {
 		return nil
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
 		_, _ = io.Copy(conn, r.Body)
 		_ = conn.CloseWrite()
 	}()
+	// Once the sandbox's side has ended, so does the stream: the caller
+	// sees EOF even if it never half-closes (an HTTP/1.0 server's close).
+	// The copy toward the sandbox ends with it (the body is closed when
+	// the handler returns, the conn by the defer).
 	copyFlushing(w, rc, conn)
-	_ = conn.CloseRead()
-	wg.Wait()
 	return nil
 }
 

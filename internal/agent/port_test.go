@@ -68,6 +68,28 @@ func TestPortConnect(t *testing.T) {
 		t.Fatalf("after half-close: %q", rest)
 	}
 
+	// A server that answers and closes ends the stream, though the caller
+	// never half-closed (an HTTP/1.0 server's way).
+	l3, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Close()
+	go func() {
+		if c, err := l3.Accept(); err == nil {
+			io.WriteString(c, "answer and close\n")
+			c.Close()
+		}
+	}()
+	c, err := env.c.DialPort(ctx, l3.Addr().(*net.TCPAddr).Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if rest, err := io.ReadAll(c); err != nil || string(rest) != "answer and close\n" {
+		t.Fatalf("a server's close: %q, %v", rest, err)
+	}
+
 	// Nothing listening, and a bad port, are invalid_argument.
 	l2, _ := net.Listen("tcp", "127.0.0.1:0")
 	closed := l2.Addr().(*net.TCPAddr).Port

@@ -105,7 +105,10 @@ func (s *Server) tunnelPort(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, fmt.Errorf("%w: this connection cannot be upgraded (HTTP/2?)", errdefs.ErrNotSupported))
 		return
 	}
-	up, err := s.m.Ports().Dial(r.Context(), id, port, r.RemoteAddr, "tunnel")
+	// Not r.Context(): the server cancels that when the caller half-closes
+	// (its background read sees EOF), which would cut the stream before
+	// the sandbox answers what the caller sent. up.Close ends it instead.
+	up, err := s.m.Ports().Dial(context.WithoutCancel(r.Context()), id, port, r.RemoteAddr, "tunnel")
 	if err != nil {
 		s.writeError(w, err)
 		return

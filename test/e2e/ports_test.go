@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -128,6 +129,31 @@ func TestExposedPorts(t *testing.T) {
 			t.Errorf("echo over the tunnel: %q", got)
 		}
 	})
+
+	// An HTTP/1.0 exchange over the tunnel ends when the server closes,
+	// whether or not the caller half-closed after its request.
+	for _, halfClose := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tunnel ends with the server, caller half-closed %v", halfClose), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := d.client.Tunnel(ctx, id, 8000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			io.WriteString(c, "GET /index.html HTTP/1.0\r\n\r\n")
+			if halfClose {
+				if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := io.ReadAll(c)
+			if err != nil || !strings.Contains(string(got), "hello-from-sandbox") {
+				t.Errorf("read to the server's close: %v, %q", err, got)
+			}
+		})
+	}
 
 	if out := d.mustCLI("events", id); !strings.Contains(out, "port_connection") {
 		t.Errorf("exposed-port connections missing from the event log:\n%s", out)
