@@ -3,6 +3,7 @@
 import { Readable } from "node:stream";
 import { ConnectionError, InvalidArgumentError } from "./errors.js";
 import { describe, enc, readBody } from "./client.js";
+import { FileWatch } from "./watch.js";
 
 export class SandboxFiles {
   /**
@@ -121,6 +122,22 @@ export class SandboxFiles {
    */
   async remove(path, opts = {}) {
     await this._client.json("POST", this._path("/fs/remove"), { json: { path, recursive: true, user: opts.user } });
+  }
+
+  /**
+   * Watches a directory: `for await (const ev of sb.files.watch(dir))`
+   * yields create, write, remove, rename, chmod, overflow and a last end
+   * event. Await `.ready` before changing what it watches to see every
+   * change; `.close()` (or breaking out of the loop) stops it.
+   * @param {string} path a directory
+   * @param {{recursive?: boolean, user?: string}} [opts] recursive: directories that appear below are followed
+   * @returns {FileWatch}
+   */
+  watch(path, opts = {}) {
+    if (typeof path !== "string" || path === "") {
+      throw new InvalidArgumentError("path: must be a non-empty string", { code: "invalid_argument" });
+    }
+    return new FileWatch(this._client, this._path("/files/watch"), { path, recursive: opts.recursive || undefined, user: opts.user });
   }
 
   /**
