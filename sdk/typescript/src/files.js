@@ -1,6 +1,9 @@
 // SandboxFiles: a sandbox's filesystem over the daemon's /files (streamed
 // bytes) and /fs (metadata) calls.
+import { createReadStream, createWriteStream } from "node:fs";
+import { rename as renameLocal, rm } from "node:fs/promises";
 import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { ConnectionError, InvalidArgumentError } from "./errors.js";
 import { describe, enc, readBody } from "./client.js";
 import { FileWatch } from "./watch.js";
@@ -71,6 +74,36 @@ export class SandboxFiles {
       query: { path, user: opts.user, mode },
       body: bodyOf(data),
     });
+  }
+
+  /**
+   * Copies a local file into the sandbox, streamed (never held whole).
+   * @param {string} localPath
+   * @param {string} remotePath
+   * @param {{mode?: number | string, user?: string}} [opts]
+   */
+  copyFromLocal(localPath, remotePath, opts = {}) {
+    return this.write(remotePath, createReadStream(localPath), opts);
+  }
+
+  /**
+   * Copies a file of the sandbox to a local path, streamed; the local file
+   * appears whole or not at all (written beside it, then renamed).
+   * @param {string} remotePath
+   * @param {string} localPath
+   * @param {{user?: string}} [opts]
+   */
+  async copyToLocal(remotePath, localPath, opts = {}) {
+    const body = await this.readStream(remotePath, opts);
+    const part = `${localPath}.corral-part-${process.pid}`;
+    try {
+      await pipeline(Readable.fromWeb(/** @type {any} */ (body)), createWriteStream(part));
+      await renameLocal(part, localPath);
+    } catch (err) {
+      await rm(part, { force: true });
+      if (err instanceof Error && "code" in err && typeof err.code === "string" && err.code.startsWith("E")) throw err;
+      throw new ConnectionError(`reading ${remotePath} broke: ${describe(err)}`, { code: "unavailable", cause: err });
+    }
   }
 
   /**

@@ -29,6 +29,29 @@ export class Tunnel {
   }
 
   /**
+   * The URL of a path on the port ("/index.html"), its token included
+   * unless the port is public.
+   * @param {string} [path]
+   */
+  urlOf(path = "/") {
+    const u = new URL(this.baseUrl.replace(/\/$/, "") + (path.startsWith("/") ? path : "/" + path));
+    if (this.token) u.searchParams.set("corral_token", this.token);
+    return u.toString();
+  }
+
+  /**
+   * fetch() of a path on the port, the token sent as a header.
+   * @param {string} [path]
+   * @param {RequestInit} [init]
+   */
+  fetch(path = "/", init = {}) {
+    const headers = new Headers(init.headers);
+    if (this.token) headers.set("x-corral-port-token", this.token);
+    const u = this.baseUrl.replace(/\/$/, "") + (path.startsWith("/") ? path : "/" + path);
+    return fetch(u, { ...init, headers });
+  }
+
+  /**
    * Opens a raw TCP stream to the port (HTTP Upgrade: corral-tcp on the
    * daemon's /tunnel); the socket carries the port's own protocol.
    * @returns {Promise<import("node:net").Socket>}

@@ -1,6 +1,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { NotFoundError } from "../src/index.js";
 import { skip, newSandbox } from "../test-helpers.mjs";
 
 test("write and read strings and bytes; list, mkdir, stat, rename, remove", { skip }, async (t) => {
@@ -26,6 +30,16 @@ test("write and read strings and bytes; list, mkdir, stat, rename, remove", { sk
   assert.equal(await fs.exists("/work/dir/c.txt"), true);
   await fs.remove("/work/dir");
   assert.equal(await fs.exists("/work/dir"), false);
+
+  // Local files in and out, streamed.
+  const local = await mkdtemp(join(tmpdir(), "corral-copy-"));
+  t.after(() => rm(local, { recursive: true, force: true }));
+  await writeFile(join(local, "in.bin"), Buffer.from([1, 2, 3, 0, 250]));
+  assert.equal((await fs.copyFromLocal(join(local, "in.bin"), "/work/copied.bin", { mode: 0o640 })).size, 5);
+  await fs.copyToLocal("/work/copied.bin", join(local, "out.bin"));
+  assert.deepEqual(await readFile(join(local, "out.bin")), Buffer.from([1, 2, 3, 0, 250]));
+  await assert.rejects(fs.copyToLocal("/work/missing", join(local, "never")), NotFoundError);
+  assert.deepEqual((await readdir(local)).sort(), ["in.bin", "out.bin"]); // no partial file left
 
   // A file the SDK wrote is what a process sees.
   await fs.write("/tmp/s.py", "print(6*7)\n");
