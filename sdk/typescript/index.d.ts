@@ -227,6 +227,20 @@ export declare class FileWatch implements AsyncIterable<WatchEvent> {
   [Symbol.asyncIterator](): AsyncGenerator<WatchEvent>;
 }
 
+/** A sandbox's file opened by Sandbox.open; writes stream out, the file is replaced when closed. */
+export declare class SandboxFile implements AsyncIterable<Uint8Array> {
+  readonly path: string;
+  readonly mode: string;
+  /** Resolves once the data is on its way (write and append modes). */
+  write(data: string | Uint8Array): Promise<void>;
+  /** Everything left to read (read mode). */
+  read(): Promise<Uint8Array>;
+  readText(): Promise<string>;
+  [Symbol.asyncIterator](): AsyncGenerator<Uint8Array>;
+  /** Writing: replaces the file now and resolves with its entry. */
+  close(): Promise<FileEntry | undefined>;
+}
+
 /** An exposed port, reached through the daemon. */
 export declare class Tunnel {
   readonly port: number;
@@ -391,6 +405,8 @@ export declare class Sandbox {
   snapshot(opts?: { name?: string }): Promise<SnapshotInfo>;
   snapshotFilesystem(opts?: { tag?: string }): Promise<ImageInfo>;
   fork(count?: number): Promise<Sandbox[]>;
+  /** Opens a file: "r"/"rb" reads, "w"/"wb" replaces on close, "a"/"ab" appends on close. */
+  open(path: string, mode?: "r" | "rb" | "w" | "wb" | "a" | "ab", opts?: { user?: string }): Promise<SandboxFile>;
   /** The exposed ports (create's `expose`), by port. */
   tunnels(): Promise<Record<number, Tunnel>>;
   /** One exposed port; NotFoundError if it is not exposed. */

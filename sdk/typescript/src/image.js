@@ -236,7 +236,7 @@ async function uploadLayer(client, src, dst, progress, step) {
     const out = createWriteStream(file);
     for await (const chunk of tarTree(src, dst, { skipped })) {
       h.update(chunk);
-      if (!out.write(chunk)) await new Promise((r) => out.once("drain", r));
+      if (!out.write(chunk)) await new Promise((r) => out.once("drain", () => r(undefined)));
     }
     out.end();
     await finished(out);

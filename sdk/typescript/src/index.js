@@ -18,3 +18,4 @@ export {
 export { Image } from "./image.js";
 export { FileWatch } from "./watch.js";
 export { Tunnel } from "./tunnel.js";
+export { SandboxFile } from "./open.js";

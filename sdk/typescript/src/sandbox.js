@@ -5,6 +5,7 @@ import { SandboxFiles } from "./files.js";
 import { ContainerProcess } from "./process.js";
 import { Image } from "./image.js";
 import { Tunnel } from "./tunnel.js";
+import { SandboxFile } from "./open.js";
 
 export class Sandbox {
   /**
@@ -102,6 +103,17 @@ export class Sandbox {
       signal: abort.signal,
     });
     return new ContainerProcess(this._client, this.sandboxId, resp, abort);
+  }
+
+  /**
+   * Opens a file: "r"/"rb" streams it in, "w"/"wb" replaces it and "a"/"ab"
+   * appends to it on close(), the writes streamed as they are made.
+   * @param {string} path
+   * @param {string} [mode]
+   * @param {{user?: string}} [opts]
+   */
+  open(path, mode = "r", opts = {}) {
+    return SandboxFile.open(this.files, path, mode, opts);
   }
 
   /** Fetches the record again. */

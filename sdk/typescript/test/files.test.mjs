@@ -41,6 +41,25 @@ test("write and read strings and bytes; list, mkdir, stat, rename, remove", { sk
   await assert.rejects(fs.copyToLocal("/work/missing", join(local, "never")), NotFoundError);
   assert.deepEqual((await readdir(local)).sort(), ["in.bin", "out.bin"]); // no partial file left
 
+  // sb.open: write streamed and replaced on close, append, read.
+  const w = await sb.open("/work/log.txt", "w");
+  await w.write("one\n");
+  await w.write(Buffer.from("two\n"));
+  assert.equal(await fs.exists("/work/log.txt"), false); // not before close
+  assert.equal((await w.close()).size, 8);
+  const a = await sb.open("/work/log.txt", "a");
+  await a.write("three\n");
+  await a.close();
+  const r = await sb.open("/work/log.txt", "rb");
+  assert.equal(await r.readText(), "one\ntwo\nthree\n");
+  await r.close();
+  const fresh = await sb.open("/work/new.txt", "a"); // appending to nothing creates it
+  await fresh.write("x");
+  await fresh.close();
+  assert.equal(await fs.readText("/work/new.txt"), "x");
+  await assert.rejects(sb.open("/work/missing.txt"), NotFoundError);
+  await assert.rejects(sb.open("/work/log.txt", "rw"), /mode "rw": want one of r, rb, w, wb, a, ab/);
+
   // A file the SDK wrote is what a process sees.
   await fs.write("/tmp/s.py", "print(6*7)\n");
   const p = await sb.exec(["python3", "/tmp/s.py"]);

@@ -53,6 +53,15 @@ export async function sample(): Promise<void> {
   await sb.files.rename("/tmp/d", "/tmp/e");
   await sb.files.remove("/tmp/e");
 
+  const f = await sb.open("/tmp/log", "a");
+  await f.write("line\n");
+  const written: FileEntry | undefined = await f.close();
+  const r = await sb.open("/tmp/log");
+  for await (const chunk of r) void chunk.byteLength;
+  void [written?.size, await (await sb.open("/tmp/log", "rb")).readText()];
+  // @ts-expect-error modes are r, rb, w, wb, a, ab
+  await sb.open("/tmp/log", "rw");
+
   const watch: FileWatch = sb.files.watch("/tmp", { recursive: true });
   await watch.ready;
   for await (const ev of watch) {
@@ -78,8 +87,8 @@ export async function sample(): Promise<void> {
   const forks: Sandbox[] = await sb.fork(2);
   void [copy.sandboxId, img.digest, forks.length, await sb.poll(), await sb.refresh()];
   await sb.terminate();
-  const r = await sb.wait({ timeout: 10 });
-  void r.exit_code;
+  const end = await sb.wait({ timeout: 10 });
+  void end.exit_code;
 
   const all: Sandbox[] = await Sandbox.list({ tags: { a: null }, states: ["running"] });
   void [all, await Sandbox.fromId("sb-x"), await Sandbox.fromName("n")];
