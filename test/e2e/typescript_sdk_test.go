@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,9 +41,15 @@ func TestTypeScriptSDK(t *testing.T) {
 		tests = []string{"test/"}
 	}
 	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-reporter=spec"}, tests...)...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, &out, &out, env
+	var w io.Writer = &out
+	if testing.Verbose() { // as it comes: a test that hangs shows where
+		w = io.MultiWriter(&out, os.Stdout)
+	}
+	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, w, w, env
 	err = cmd.Run()
-	t.Logf("node --test:\n%s", out.String())
+	if !testing.Verbose() {
+		t.Logf("node --test:\n%s", out.String())
+	}
 	if err != nil {
 		t.Fatalf("node --test sdk/typescript/test: %v (its output above)", err)
 	}

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { NotFoundError } from "../src/index.js";
 import { skip, newSandbox } from "../test-helpers.mjs";
 
-test("write and read strings and bytes; list, mkdir, stat, rename, remove", { skip }, async (t) => {
+test("write and read strings and bytes; list, mkdir, stat, rename, remove", { skip, timeout: 120_000 }, async (t) => {
   const sb = await newSandbox(t);
   const fs = sb.files;
   const e = await fs.write("/work/dir/a.txt", "héllo\n", { mode: 0o600 });
