@@ -8,6 +8,7 @@ import (
 
 	"corral/internal/daemon"
 	"corral/internal/manager"
+	"corral/internal/mcp"
 
 	"github.com/spf13/cobra"
 )
@@ -71,6 +72,7 @@ func newServeCmd() *cobra.Command {
 		"how long after a sandbox ends its record (inspect, ls --all), events and entrypoint log are kept, then pruned in the background; 0: forever")
 	f.StringVar(&logFormat, "log-format", "json", "log format: json (one JSON object a line) or text (key=value)")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve the Prometheus /metrics on this address without a token, and not on --listen (where it otherwise is, behind the token)")
+	f.DurationVar(&cfg.MCPMaxTimeout, "mcp-max-timeout", mcp.DefaultMaxTimeout, "the longest lifetime a sandbox created through the daemon's /mcp may have (as corral mcp --max-timeout)")
 	f.StringVar(&logFile, "log-file", "", "append the log to this file (created 0600, an existing one made 0600) instead of stderr")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")

@@ -105,6 +105,9 @@ type Config struct {
 	// for the real certificates of hosts the egress proxy injects secret
 	// headers for.
 	SecretUpstreamCA string
+	// MCPMaxTimeout bounds the lifetime of a sandbox an /mcp session
+	// creates (0: mcp.DefaultMaxTimeout).
+	MCPMaxTimeout time.Duration
 }
 
 // metricsInterval maps the daemon's flag (0: off) to the manager's
@@ -237,7 +240,7 @@ func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, log
 	mux := http.NewServeMux()
 	mux.Handle("/e2b/", http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log})))
 	native := api.New(m, b, token, version, log)
-	mux.Handle("/mcp", mcp.HTTPHandler(mcp.InProcessClient(native, token), mcp.Options{Version: version}, token))
+	mux.Handle("/mcp", mcp.HTTPHandler(mcp.InProcessClient(native, token), mcp.Options{Version: version, MaxTimeout: cfg.MCPMaxTimeout}, token))
 	mux.Handle("/", native)
 	if cfg.MetricsListen == "" {
 		mux.Handle("GET /metrics", native.Protect(tel.Handler()))
@@ -262,6 +265,9 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.Retention < 0 {
 		return fmt.Errorf("--retention %s: must be 0 (keep forever) or more", cfg.Retention)
+	}
+	if cfg.MCPMaxTimeout < 0 || cfg.MCPMaxTimeout > sandbox.MaxTimeout {
+		return fmt.Errorf("--mcp-max-timeout %s: must be between 0 (the default, %s) and %s", cfg.MCPMaxTimeout, mcp.DefaultMaxTimeout, sandbox.MaxTimeout)
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state dir: %w", err)

@@ -19,9 +19,9 @@ export declare class Client {
   request(
     method: string,
     path: string,
-    opts?: { query?: Record<string, unknown>; json?: unknown; body?: BodyInit; signal?: AbortSignal; headers?: Record<string, string> },
+    opts?: { query?: Record<string, unknown>; json?: unknown; body?: RequestInit["body"]; signal?: AbortSignal; headers?: Record<string, string> },
   ): Promise<Response>;
-  json<T = any>(method: string, path: string, opts?: { query?: Record<string, unknown>; json?: unknown; body?: BodyInit }): Promise<T>;
+  json<T = any>(method: string, path: string, opts?: { query?: Record<string, unknown>; json?: unknown; body?: RequestInit["body"] }): Promise<T>;
 }
 
 export interface NetworkPolicy {
@@ -75,8 +75,10 @@ export interface SandboxInfo {
 }
 
 export interface CreateOptions extends ClientOptions {
-  /** Image reference; default the daemon's base image. */
-  image?: string;
+  /** An image reference (default: the daemon's base image), or an Image built here on first use. */
+  image?: string | Image;
+  /** Progress of building `image` when it is an Image that was not built yet. */
+  onBuildProgress?: (event: BuildEvent) => void;
   runtime?: "gvisor" | "vm";
   /** Cores: one number (request and limit), or [request, limit]. */
   cpu?: number | [number, number];
@@ -191,12 +193,174 @@ export declare class SandboxFiles {
   readStream(path: string, opts?: { user?: string }): Promise<ReadableStream<Uint8Array>>;
   /** Streams are sent as they are read, never held whole. */
   write(path: string, data: WriteData, opts?: { mode?: number | string; user?: string }): Promise<FileEntry>;
+  /** Copies a local file in, streamed. */
+  copyFromLocal(localPath: string, remotePath: string, opts?: { mode?: number | string; user?: string }): Promise<FileEntry>;
+  /** Copies a file out to a local path, streamed; the local file appears whole or not at all. */
+  copyToLocal(remotePath: string, localPath: string, opts?: { user?: string }): Promise<void>;
   list(path: string, opts?: { depth?: number; user?: string }): Promise<FileEntry[]>;
   stat(path: string, opts?: { user?: string }): Promise<FileEntry>;
   exists(path: string): Promise<boolean>;
   mkdir(path: string, opts?: { mode?: number; user?: string }): Promise<FileEntry>;
   remove(path: string, opts?: { user?: string }): Promise<void>;
   rename(from: string, to: string, opts?: { user?: string }): Promise<FileEntry>;
+  /** Watches a directory; iterate the result for its events. */
+  watch(path: string, opts?: { recursive?: boolean; user?: string }): FileWatch;
+}
+
+/** One change in a watched directory (keepalives are not yielded). */
+export interface WatchEvent {
+  type: "create" | "write" | "remove" | "rename" | "chmod" | "overflow" | "end" | string;
+  /** The entry's absolute path inside the sandbox. */
+  path: string;
+  /** The path relative to the watched directory. */
+  name?: string;
+  dir?: boolean;
+  /** overflow: how many events were lost (0: unknown). */
+  dropped?: number;
+  /** overflow and end: why. */
+  error?: string;
+}
+
+/**
+ * A directory watch: `for await (const ev of sb.files.watch(dir))`. Iteration
+ * ends after the `end` event, on close(), or when the loop breaks (which closes it).
+ */
+export declare class FileWatch implements AsyncIterable<WatchEvent> {
+  /** Resolves once the watch is set up (every later change is reported); rejects if it cannot start. */
+  readonly ready: Promise<void>;
+  /** The watched directory. */
+  readonly path: string;
+  /** Stops the watch. */
+  close(): void;
+  [Symbol.asyncIterator](): AsyncGenerator<WatchEvent>;
+}
+
+/** A sandbox's file opened by Sandbox.open; writes stream out, the file is replaced when closed. */
+export declare class SandboxFile implements AsyncIterable<Uint8Array> {
+  readonly path: string;
+  readonly mode: string;
+  /** Resolves once the data is on its way (write and append modes). */
+  write(data: string | Uint8Array): Promise<void>;
+  /** Everything left to read (read mode). */
+  read(): Promise<Uint8Array>;
+  readText(): Promise<string>;
+  [Symbol.asyncIterator](): AsyncGenerator<Uint8Array>;
+  /** Writing: replaces the file now and resolves with its entry. */
+  close(): Promise<FileEntry | undefined>;
+}
+
+/** An exposed port, reached through the daemon. */
+export declare class Tunnel {
+  readonly port: number;
+  readonly public: boolean;
+  /** The port's HTTP URL (its root), the token included unless public. */
+  readonly url: string;
+  /** The URL without a token. */
+  readonly baseUrl: string;
+  /** The sandbox's port token ("" for a public port). */
+  readonly token: string;
+  /** The URL of a path on the port, the token included unless public. */
+  urlOf(path?: string): string;
+  /** fetch() of a path on the port, the token sent as a header. */
+  fetch(path?: string, init?: RequestInit): Promise<Response>;
+  /** A raw TCP stream to the port. */
+  connect(): Promise<import("node:net").Socket>;
+}
+
+export interface PipOptions {
+  indexUrl?: string;
+  extraIndexUrl?: string[];
+  findLinks?: string[];
+  noIndex?: boolean;
+}
+
+/** One step of a build spec: exactly one field is set (as `corral image build` reads it). */
+export interface BuildStep {
+  apt_install?: string[];
+  pip_install?: { packages: string[]; index_url?: string; extra_index_url?: string[]; find_links?: string[]; no_index?: boolean };
+  npm_install?: { packages: string[]; registry?: string };
+  run?: string[];
+  copy?: { src: string; dst: string; layer?: string };
+  env?: Record<string, string>;
+  workdir?: string;
+  user?: string;
+}
+
+/** An image recipe, as `corral image build -f` reads it (JSON is YAML). */
+export interface BuildSpec {
+  base: { debian?: string; packages?: string[]; image?: string; insecure?: boolean };
+  steps?: BuildStep[];
+  cmd?: string[];
+  env?: Record<string, string>;
+  workdir?: string;
+  user?: string;
+  cpu?: number;
+  memory_mb?: number;
+  step_timeout?: number;
+}
+
+/**
+ * A build's progress: the daemon's events (step: running, cached, done,
+ * failed; output, with its text; done; error) and the SDK's own `layer`
+ * events (a copy step's files uploaded, or found on the daemon).
+ */
+export interface BuildEvent {
+  type: "step" | "output" | "done" | "error" | "layer" | string;
+  /** 0 is the base; steps count from 1. */
+  step: number;
+  steps?: number;
+  name?: string;
+  status?: "running" | "cached" | "done" | "failed" | "uploaded" | string;
+  stream?: "stdout" | "stderr";
+  /** output: the bytes, base64 (as on the wire). */
+  data?: string;
+  /** output: the bytes as UTF-8 text. */
+  text?: string;
+  exit_code?: number;
+  seconds?: number;
+  layer?: string;
+  image?: ImageInfo;
+  error?: { code: string; message: string };
+  /** layer: names left out (sockets, FIFOs, devices). */
+  skipped?: string[];
+}
+
+export interface ImageBuildOptions extends ClientOptions {
+  /** name:tag for the image (default: untagged). */
+  tag?: string;
+  /** Run every step, cached or not. */
+  noCache?: boolean;
+  /** Build even if this Image was built on this daemon before. */
+  force?: boolean;
+  onProgress?: (event: BuildEvent) => void;
+  signal?: AbortSignal;
+}
+
+/**
+ * An image definition; each method returns a new Image. Built on first use
+ * by Sandbox.create({image}) or by build(); each step is cached on the daemon.
+ */
+export declare class Image {
+  static debian(suite?: string, opts?: { packages?: string[] }): Image;
+  /** A Corral image (name:tag, sha256:...) or a registry reference. */
+  static fromRegistry(ref: string, opts?: { insecure?: boolean }): Image;
+  aptInstall(...packages: Array<string | string[]>): Image;
+  pipInstall(...args: Array<string | string[] | PipOptions>): Image;
+  npmInstall(...packages: Array<string | string[]>): Image;
+  runCommands(...commands: Array<string | string[]>): Image;
+  /** A local directory (or file) at an absolute remotePath, uploaded as a layer at build. */
+  addLocalDir(localPath: string, remotePath: string): Image;
+  addLocalFile(localPath: string, remotePath: string): Image;
+  env(vars: Record<string, string>): Image;
+  workdir(path: string): Image;
+  user(user: string): Image;
+  cmd(argv: string[]): Image;
+  /** The spec `corral image build -f` reads (copy sources as local paths). */
+  toSpec(): BuildSpec;
+  /** Builds once per daemon (later calls share it); resolves with the image. */
+  build(opts?: ImageBuildOptions): Promise<ImageInfo>;
+  /** The last build's step count, cached steps and image. */
+  readonly lastBuild?: { steps: number; cached: number; image: ImageInfo };
 }
 
 export interface SnapshotInfo {
@@ -249,6 +413,12 @@ export declare class Sandbox {
   snapshot(opts?: { name?: string }): Promise<SnapshotInfo>;
   snapshotFilesystem(opts?: { tag?: string }): Promise<ImageInfo>;
   fork(count?: number): Promise<Sandbox[]>;
+  /** Opens a file: "r"/"rb" reads, "w"/"wb" replaces on close, "a"/"ab" appends on close. */
+  open(path: string, mode?: "r" | "rb" | "w" | "wb" | "a" | "ab", opts?: { user?: string }): Promise<SandboxFile>;
+  /** The exposed ports (create's `expose`), by port. */
+  tunnels(): Promise<Record<number, Tunnel>>;
+  /** One exposed port; NotFoundError if it is not exposed. */
+  tunnel(port: number): Promise<Tunnel>;
 }
 
 /** Every error the SDK throws. */

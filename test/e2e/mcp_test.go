@@ -19,7 +19,9 @@ import (
 // test starts. Each
 // lists the tools, creates a sandbox, runs python3, writes and reads a
 // file, times out a loop, bounds a huge output, checks tool errors and
-// terminates; over HTTP a bad token is refused with 401.
+// terminates; snapshots (memory and filesystem) and forks; every server
+// bounds a sandbox's timeout at 30m (the daemon's by --mcp-max-timeout);
+// over HTTP a bad token is refused with 401.
 func TestMCP(t *testing.T) {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
@@ -33,7 +35,7 @@ func TestMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t)
+	d := startDaemon(t, "--mcp-max-timeout", "30m")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	env := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",

@@ -3,9 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,6 +18,7 @@ import (
 // CORRAL_TOKEN; CORRAL_TS_VM adds the vm create and exec test when the
 // guest kernel is installed. It fails with node's output. Then the
 // example program examples/typescript/agent.mjs runs against the daemon.
+// CORRAL_TS_TESTS (files under sdk/typescript) runs only those.
 func TestTypeScriptSDK(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -33,10 +36,20 @@ func TestTypeScriptSDK(t *testing.T) {
 		env = append(env, "CORRAL_TS_VM=1")
 	}
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "test/")
-	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, &out, &out, env
+	tests := strings.Fields(os.Getenv("CORRAL_TS_TESTS")) // for a developer's run of a few files
+	if len(tests) == 0 {
+		tests = []string{"test/"}
+	}
+	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-reporter=spec"}, tests...)...)
+	var w io.Writer = &out
+	if testing.Verbose() { // as it comes: a test that hangs shows where
+		w = io.MultiWriter(&out, os.Stdout)
+	}
+	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = dir, w, w, env
 	err = cmd.Run()
-	t.Logf("node --test:\n%s", out.String())
+	if !testing.Verbose() {
+		t.Logf("node --test:\n%s", out.String())
+	}
 	if err != nil {
 		t.Fatalf("node --test sdk/typescript/test: %v (its output above)", err)
 	}
@@ -47,5 +60,34 @@ func TestTypeScriptSDK(t *testing.T) {
 	t.Logf("examples/typescript/agent.mjs:\n%s", exOut)
 	if err != nil || !bytes.Contains(exOut, []byte(`stdout: {"answer": 42}`)) || !bytes.Contains(exOut, []byte("out.txt: done")) {
 		t.Fatalf("examples/typescript/agent.mjs: %v (its output above)", err)
+	}
+}
+
+// TestTypeScriptTypes checks the SDK's hand-written index.d.ts with tsc
+// --strict against the usage sample sdk/typescript/typecheck/sample.ts
+// (typescript and @types/node pinned there; the SDK itself has no
+// dependencies). It needs no daemon.
+func TestTypeScriptTypes(t *testing.T) {
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("needs node and npm (tsc comes from npm)")
+	}
+	dir, err := filepath.Abs("../../sdk/typescript/typecheck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	env := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",
+		"npm_config_update_notifier=false", "NO_COLOR=1")
+	ci := exec.CommandContext(ctx, npm, "ci", "--no-progress")
+	ci.Dir, ci.Env = dir, env
+	if out, err := ci.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in sdk/typescript/typecheck: %v\n%s", err, out)
+	}
+	tsc := exec.CommandContext(ctx, filepath.Join(dir, "node_modules", ".bin", "tsc"), "-p", ".")
+	tsc.Dir, tsc.Env = dir, env
+	if out, err := tsc.CombinedOutput(); err != nil {
+		t.Fatalf("tsc --strict over index.d.ts and typecheck/sample.ts: %v\n%s", err, out)
 	}
 }

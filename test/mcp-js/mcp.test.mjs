@@ -74,7 +74,9 @@ test(`corral mcp over ${kind}`, async (t) => {
     assert.equal(sb.tags.suite, 'mcp');
     const mine = await call(client, 'list_sandboxes', { session_only: true });
     assert.deepEqual(mine.sandboxes.map((s) => s.id), [id]);
-    assert.match(await fails(client, 'create_sandbox', { timeout: 7200 }), /at most \d+s/);
+    // Every server under test is bounded at 30m: corral mcp --max-timeout,
+    // the daemon's /mcp by corral serve --mcp-max-timeout.
+    assert.match(await fails(client, 'create_sandbox', { timeout: 7200 }), /at most 1800s/);
   });
 
   await t.test('runs python3 and gets 42', async () => {
@@ -125,6 +127,37 @@ test(`corral mcp over ${kind}`, async (t) => {
     assert.match(await fails(client, 'run_command', { sandbox: id }), /command or argv/);
     // The session carries on.
     assert.equal((await call(client, 'run_command', { sandbox: id, argv: ['true'] })).exit_code, 0);
+  });
+
+  await t.test('snapshots (memory and filesystem) and forks', async () => {
+    await call(client, 'write_file', { sandbox: id, path: '/root/kept.txt', content: 'kept\n' });
+    const mem = await call(client, 'snapshot', { sandbox: id, name: `mcp-${kind}-${process.pid}-${Date.now()}` });
+    assert.equal(mem.kind, 'memory');
+    assert.match(mem.id, /^snap-/);
+    const tag = `mcp-test/${kind}:${process.pid}`;
+    const fsnap = await call(client, 'snapshot', { sandbox: id, kind: 'filesystem', name: tag });
+    assert.deepEqual([fsnap.kind, fsnap.image], ['filesystem', tag]);
+    assert.match(await fails(client, 'snapshot', { sandbox: id, kind: 'disk' }), /want memory or filesystem/);
+
+    // The image of its files starts a new sandbox that has the file.
+    const fromImage = await call(client, 'create_sandbox', { image: tag, timeout: 300 });
+    const cat = await call(client, 'run_command', { sandbox: fromImage.id, argv: ['cat', '/root/kept.txt'] });
+    assert.equal(cat.stdout, 'kept\n');
+    await call(client, 'terminate', { sandbox: fromImage.id });
+
+    // A fork is a running copy: same files, a process that was running
+    // in the original keeps running in the copy, tagged with the session.
+    await call(client, 'run_command', { sandbox: id, command: 'setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > /root/sleeper.pid' });
+    const forks = await call(client, 'fork', { sandbox: id, count: 1 });
+    assert.equal(forks.sandboxes.length, 1);
+    const f = forks.sandboxes[0];
+    assert.notEqual(f.id, id);
+    assert.equal(f.state, 'running');
+    assert.equal(f.tags.mcp, (await call(client, 'list_sandboxes', { session_only: true })).sandboxes.find((s) => s.id === id).tags.mcp);
+    const alive = await call(client, 'run_command', { sandbox: f.id, command: 'cat /root/kept.txt; kill -0 $(cat /root/sleeper.pid) && echo alive' });
+    assert.equal(alive.stdout, 'kept\nalive\n');
+    assert.match(await fails(client, 'fork', { sandbox: id, count: 17 }), /count 17: want 1 to 16/);
+    await call(client, 'terminate', { sandbox: f.id });
   });
 
   await t.test('pauses, resumes and terminates', async () => {

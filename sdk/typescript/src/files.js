@@ -1,8 +1,12 @@
 // SandboxFiles: a sandbox's filesystem over the daemon's /files (streamed
 // bytes) and /fs (metadata) calls.
+import { createReadStream, createWriteStream } from "node:fs";
+import { rename as renameLocal, rm } from "node:fs/promises";
 import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { ConnectionError, InvalidArgumentError } from "./errors.js";
 import { describe, enc, readBody } from "./client.js";
+import { FileWatch } from "./watch.js";
 
 export class SandboxFiles {
   /**
@@ -73,6 +77,36 @@ export class SandboxFiles {
   }
 
   /**
+   * Copies a local file into the sandbox, streamed (never held whole).
+   * @param {string} localPath
+   * @param {string} remotePath
+   * @param {{mode?: number | string, user?: string}} [opts]
+   */
+  copyFromLocal(localPath, remotePath, opts = {}) {
+    return this.write(remotePath, createReadStream(localPath), opts);
+  }
+
+  /**
+   * Copies a file of the sandbox to a local path, streamed; the local file
+   * appears whole or not at all (written beside it, then renamed).
+   * @param {string} remotePath
+   * @param {string} localPath
+   * @param {{user?: string}} [opts]
+   */
+  async copyToLocal(remotePath, localPath, opts = {}) {
+    const body = await this.readStream(remotePath, opts);
+    const part = `${localPath}.corral-part-${process.pid}`;
+    try {
+      await pipeline(Readable.fromWeb(/** @type {any} */ (body)), createWriteStream(part));
+      await renameLocal(part, localPath);
+    } catch (err) {
+      await rm(part, { force: true });
+      if (err instanceof Error && "code" in err && typeof err.code === "string" && err.code.startsWith("E")) throw err;
+      throw new ConnectionError(`reading ${remotePath} broke: ${describe(err)}`, { code: "unavailable", cause: err });
+    }
+  }
+
+  /**
    * A directory's entries (depth 1 to 16).
    * @param {string} path
    * @param {{depth?: number, user?: string}} [opts]
@@ -121,6 +155,22 @@ export class SandboxFiles {
    */
   async remove(path, opts = {}) {
     await this._client.json("POST", this._path("/fs/remove"), { json: { path, recursive: true, user: opts.user } });
+  }
+
+  /**
+   * Watches a directory: `for await (const ev of sb.files.watch(dir))`
+   * yields create, write, remove, rename, chmod, overflow and a last end
+   * event. Await `.ready` before changing what it watches to see every
+   * change; `.close()` (or breaking out of the loop) stops it.
+   * @param {string} path a directory
+   * @param {{recursive?: boolean, user?: string}} [opts] recursive: directories that appear below are followed
+   * @returns {FileWatch}
+   */
+  watch(path, opts = {}) {
+    if (typeof path !== "string" || path === "") {
+      throw new InvalidArgumentError("path: must be a non-empty string", { code: "invalid_argument" });
+    }
+    return new FileWatch(this._client, this._path("/files/watch"), { path, recursive: opts.recursive || undefined, user: opts.user });
   }
 
   /**

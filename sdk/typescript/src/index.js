@@ -15,3 +15,7 @@ export {
   DeadlineExceededError,
   ConnectionError,
 } from "./errors.js";
+export { Image } from "./image.js";
+export { FileWatch } from "./watch.js";
+export { Tunnel } from "./tunnel.js";
+export { SandboxFile } from "./open.js";

@@ -1,8 +1,11 @@
 // Sandbox: Modal's Sandbox in TypeScript idiom over Corral's native API.
 import { Client, enc } from "./client.js";
-import { InvalidArgumentError } from "./errors.js";
+import { InvalidArgumentError, NotFoundError } from "./errors.js";
 import { SandboxFiles } from "./files.js";
 import { ContainerProcess } from "./process.js";
+import { Image } from "./image.js";
+import { Tunnel } from "./tunnel.js";
+import { SandboxFile } from "./open.js";
 
 export class Sandbox {
   /**
@@ -25,7 +28,11 @@ export class Sandbox {
    */
   static async create(opts = {}) {
     const client = clientOf(opts);
-    const info = await client.json("POST", "/v1/sandboxes", { json: createBody(opts) });
+    let image = opts.image;
+    if (image instanceof Image) {
+      image = (await image.build({ client, onProgress: opts.onBuildProgress })).digest;
+    }
+    const info = await client.json("POST", "/v1/sandboxes", { json: { ...createBody(opts), image } });
     return new Sandbox(client, info);
   }
 
@@ -97,6 +104,17 @@ export class Sandbox {
       signal: abort.signal,
     });
     return new ContainerProcess(this._client, this.sandboxId, resp, abort);
+  }
+
+  /**
+   * Opens a file: "r"/"rb" streams it in, "w"/"wb" replaces it and "a"/"ab"
+   * appends to it on close(), the writes streamed as they are made.
+   * @param {string} path
+   * @param {string} [mode]
+   * @param {{user?: string}} [opts]
+   */
+  open(path, mode = "r", opts = {}) {
+    return SandboxFile.open(this.files, path, mode, opts);
   }
 
   /** Fetches the record again. */
@@ -172,6 +190,33 @@ export class Sandbox {
    */
   snapshotFilesystem(opts = {}) {
     return this._client.json("POST", this._path("/snapshots/fs"), { json: { tag: opts.tag } });
+  }
+
+  /**
+   * The exposed ports (create's `expose`), by port, with their URLs.
+   * @returns {Promise<Record<number, Tunnel>>}
+   */
+  async tunnels() {
+    const info = await this.refresh();
+    /** @type {Record<number, Tunnel>} */
+    const out = {};
+    for (const p of info.ports ?? []) out[p.port] = new Tunnel(this._client, this.sandboxId, p, info.port_token ?? "");
+    return out;
+  }
+
+  /**
+   * One exposed port (NotFoundError if it is not exposed).
+   * @param {number} port
+   */
+  async tunnel(port) {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new InvalidArgumentError(`port: must be an integer from 1 to 65535, not ${JSON.stringify(port)}`, { code: "invalid_argument" });
+    }
+    const t = (await this.tunnels())[port];
+    if (!t) {
+      throw new NotFoundError(`port ${port} of sandbox ${this.sandboxId} is not exposed (create it with expose: [${port}])`, { code: "not_found", status: 404 });
+    }
+    return t;
   }
 
   /**

@@ -1,9 +1,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { NotFoundError } from "../src/index.js";
 import { skip, newSandbox } from "../test-helpers.mjs";
 
-test("write and read strings and bytes; list, mkdir, stat, rename, remove", { skip }, async (t) => {
+test("write and read strings and bytes; list, mkdir, stat, rename, remove", { skip, timeout: 120_000 }, async (t) => {
   const sb = await newSandbox(t);
   const fs = sb.files;
   const e = await fs.write("/work/dir/a.txt", "héllo\n", { mode: 0o600 });
@@ -26,6 +30,35 @@ test("write and read strings and bytes; list, mkdir, stat, rename, remove", { sk
   assert.equal(await fs.exists("/work/dir/c.txt"), true);
   await fs.remove("/work/dir");
   assert.equal(await fs.exists("/work/dir"), false);
+
+  // Local files in and out, streamed.
+  const local = await mkdtemp(join(tmpdir(), "corral-copy-"));
+  t.after(() => rm(local, { recursive: true, force: true }));
+  await writeFile(join(local, "in.bin"), Buffer.from([1, 2, 3, 0, 250]));
+  assert.equal((await fs.copyFromLocal(join(local, "in.bin"), "/work/copied.bin", { mode: 0o640 })).size, 5);
+  await fs.copyToLocal("/work/copied.bin", join(local, "out.bin"));
+  assert.deepEqual(await readFile(join(local, "out.bin")), Buffer.from([1, 2, 3, 0, 250]));
+  await assert.rejects(fs.copyToLocal("/work/missing", join(local, "never")), NotFoundError);
+  assert.deepEqual((await readdir(local)).sort(), ["in.bin", "out.bin"]); // no partial file left
+
+  // sb.open: write streamed and replaced on close, append, read.
+  const w = await sb.open("/work/log.txt", "w");
+  await w.write("one\n");
+  await w.write(Buffer.from("two\n"));
+  assert.equal(await fs.exists("/work/log.txt"), false); // not before close
+  assert.equal((await w.close()).size, 8);
+  const a = await sb.open("/work/log.txt", "a");
+  await a.write("three\n");
+  await a.close();
+  const r = await sb.open("/work/log.txt", "rb");
+  assert.equal(await r.readText(), "one\ntwo\nthree\n");
+  await r.close();
+  const fresh = await sb.open("/work/new.txt", "a"); // appending to nothing creates it
+  await fresh.write("x");
+  await fresh.close();
+  assert.equal(await fs.readText("/work/new.txt"), "x");
+  await assert.rejects(sb.open("/work/missing.txt"), NotFoundError);
+  await assert.rejects(sb.open("/work/log.txt", "rw"), /mode "rw": want one of r, rb, w, wb, a, ab/);
 
   // A file the SDK wrote is what a process sees.
   await fs.write("/tmp/s.py", "print(6*7)\n");
