@@ -40,6 +40,18 @@ var migrations = []string{
 	`UPDATE sandboxes SET port_token = ''`,
 	// 10: a lifetime changed while the sandbox lives (sandbox.Lifetime).
 	`ALTER TABLE sandboxes ADD COLUMN lifetime INTEGER NOT NULL DEFAULT 0`,
+	// 11, 12: the audit trail (package audit), a hash chain ordered by seq.
+	`CREATE TABLE audit (
+		seq        INTEGER PRIMARY KEY,
+		time       INTEGER NOT NULL,
+		kind       TEXT NOT NULL,
+		sandbox_id TEXT NOT NULL DEFAULT '',
+		caller     TEXT NOT NULL DEFAULT '',
+		fields     TEXT NOT NULL DEFAULT '{}',
+		prev_hash  TEXT NOT NULL,
+		hash       TEXT NOT NULL
+	)`,
+	`CREATE INDEX audit_sandbox ON audit(sandbox_id, seq)`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
