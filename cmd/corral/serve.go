@@ -16,6 +16,7 @@ func newServeCmd() *cobra.Command {
 	cfg := daemon.Config{}
 	var level, logFile string
 	var caCerts []string
+	var auditOn bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Corral daemon",
@@ -37,6 +38,7 @@ func newServeCmd() *cobra.Command {
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lv}))
 			cfg.Version = version
+			cfg.AuditOff = !auditOn
 			if cfg.CACerts, err = readCACerts(caCerts); err != nil {
 				return err
 			}
@@ -66,6 +68,9 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	f.DurationVar(&cfg.Retention, "retention", manager.DefaultRetention,
 		"how long after a sandbox ends its record (inspect, ls --all), events and entrypoint log are kept, then pruned in the background; 0: forever")
+	f.BoolVar(&auditOn, "audit", true, "keep the audit trail (corral audit): every changing API call, exec, file write, lifecycle move and network decision, hash-chained; --audit=false: off")
+	f.DurationVar(&cfg.AuditRetention, "audit-retention", daemon.DefaultAuditRetention,
+		"how long audit trail entries are kept, then pruned (a checkpoint entry keeps the rest verifiable); 0: forever")
 	f.StringVar(&logFile, "log-file", "", "append the log to this file (created 0600, an existing one made 0600) instead of stderr")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")

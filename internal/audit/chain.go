@@ -75,3 +75,10 @@ func checkpoint(last Entry, n int64) Entry {
 		"pruned":         strconv.FormatInt(n, 10),
 	}}
 }
+
+// Kinds are the kinds of entry the trail holds.
+var Kinds = []string{
+	"api", "create", "terminate", "failed", "pause", "resume", "snapshot", "fork", "update", "network_policy",
+	"egress_allowed", "egress_denied", "limit_reached", "port_connection", "timeout", "idle_timeout", "oom", "crashed",
+	"exec", "file_write", "file_remove", "file_rename", KindCheckpoint, "lost",
+}

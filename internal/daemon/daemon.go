@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral/internal/api"
+	"corral/internal/audit"
 	"corral/internal/build"
 	"corral/internal/e2b"
 	"corral/internal/e2b/envd"
@@ -93,6 +94,11 @@ type Config struct {
 	// CACerts are PEM CA certificates every sandbox trusts beyond its
 	// image's (validated by the caller).
 	CACerts []string
+
+	// AuditOff turns the audit trail off (audit.go); AuditRetention is
+	// how long its entries are kept (zero: forever).
+	AuditOff       bool
+	AuditRetention time.Duration
 }
 
 // metricsInterval maps the daemon's flag (0: off) to the manager's
@@ -139,6 +145,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer st.Close()
+	trail, err := openAudit(ctx, cfg, st, log)
+	if err != nil {
+		return err
+	}
+	defer trail.Close()
 	gv, err := gvisor.New(gvisor.Config{RunscPath: cfg.RunscPath, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform, Logger: log})
 	if err != nil {
 		return err
@@ -175,7 +186,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
-		CACerts: cfg.CACerts,
+		CACerts: cfg.CACerts, Audit: trail,
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
 		return err
@@ -194,23 +205,24 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var envdFace http.Handler
 	if cfg.EnvdListen != "" {
-		envdFace = envd.Signed(envd.New(m, log), m)
+		envdFace = envdAudited(trail, envd.Signed(envd.New(m, log), m))
 		if cfg.EnvdDebugSandbox != "" {
 			envdFace = envd.Debug(envdFace, m, cfg.EnvdDebugSandbox)
 		}
 	}
-	return serve(ctx, cfg, handler(m, builder, token, cfg, log), envdFace)
+	return serve(ctx, cfg, handler(m, builder, token, cfg, trail, log), envdFace)
 }
 
 // handler is the API listener's: the native API, E2B's control API under
 // /e2b (its key is e2b_ and the same token), and MCP's streamable HTTP at
 // /mcp (the same token as a bearer; its tools call the native API in
 // process).
-func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, log *slog.Logger) http.Handler {
+func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, trail *audit.Trail, log *slog.Logger) http.Handler {
 	version := cfg.Version
 	mux := http.NewServeMux()
-	mux.Handle("/e2b/", http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log})))
+	mux.Handle("/e2b/", e2bAudited(trail, http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log}))))
 	native := api.New(m, b, token, version, log)
+	native.SetAudit(trail)
 	mux.Handle("/mcp", mcp.HTTPHandler(mcp.InProcessClient(native, token), mcp.Options{Version: version}, token))
 	mux.Handle("/", native)
 	return mux

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"corral/internal/agentapi"
+	"corral/internal/audit"
 	"corral/internal/errdefs"
 	"corral/internal/ids"
 	imagestore "corral/internal/image/store"
@@ -99,6 +100,8 @@ type Config struct {
 	// HostPaths are more of the host's paths (runsc, the guest kernel)
 	// that callers must not see in messages (HostPaths).
 	HostPaths []string
+	// Audit is the audit trail (audit.go); nil turns it off.
+	Audit *audit.Trail
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it
@@ -196,6 +199,9 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		starting: make(chan struct{}, cfg.MaxStarting), portConns: portConns, portReports: keylimit.Every{Interval: limitReports}}
 	m.host = &handle.Host{Records: cfg.Records, Log: cfg.Logger, Images: cfg.Images,
 		AgentTimeout: cfg.AgentTimeout, Lifetime: lctx}
+	if cfg.Audit != nil {
+		m.host.Audit = m.auditEvent
+	}
 	if n := cfg.Network; n != nil && n.Layer != nil {
 		m.host.Network, m.host.ForgetDNS = n.Layer, n.Forget
 	}

@@ -21,7 +21,7 @@ import (
 // kernel, initramfs and disks the vm backend builds; inproc (a runtime for
 // tests) is imported by tests only.
 var allowed = map[string][]string{
-	"corral/cmd/corral": {"corral/internal/agent", "corral/internal/bench", "corral/internal/daemon",
+	"corral/cmd/corral": {"corral/internal/agent", "corral/internal/audit", "corral/internal/bench", "corral/internal/daemon",
 		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/mcp", "corral/internal/selftest", "corral/internal/selftest/probe", "corral/internal/vminit",
 		"corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/agent":             {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/image/dirtar"},
@@ -40,7 +40,7 @@ var allowed = map[string][]string{
 	"corral/internal/daemon": {"corral/internal/api", "corral/internal/audit", "corral/internal/build", "corral/internal/e2b", "corral/internal/e2b/envd", "corral/internal/image/store", "corral/internal/manager", "corral/internal/mcp",
 		"corral/internal/netpolicy/", "corral/internal/netpolicy", "corral/internal/records", "corral/internal/runtime", "corral/internal/sandbox",
 		"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/seal"},
-	"corral/internal/e2b": {"corral/internal/audit", "corral/internal/build", "corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/manager",
+	"corral/internal/e2b": {"corral/internal/build", "corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/manager",
 		"corral/internal/metrics", "corral/internal/netpolicy/policy", "corral/internal/sandbox", "corral/pkg/apiv1"},
 	"corral/internal/e2b/envd": {"corral/internal/agentapi", "corral/internal/e2b/envd/gen/filesystem", "corral/internal/e2b/envd/gen/filesystem/filesystemconnect",
 		"corral/internal/e2b/envd/gen/process", "corral/internal/e2b/envd/gen/process/processconnect", "corral/internal/errdefs", "corral/internal/hostpath",
