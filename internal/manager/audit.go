@@ -58,7 +58,22 @@ func (m *Manager) auditEvent(ctx context.Context, id, kind, _ string, fields map
 			}
 		}
 	}
-	m.cfg.Audit.Record(ak, id, audit.CallerFrom(ctx), f)
+	caller := audit.CallerFrom(ctx)
+	if ak == "terminate" || ak == "failed" {
+		if c, ok := m.enders.LoadAndDelete(id); ok && caller == "" {
+			caller = c.(string)
+		}
+	}
+	m.cfg.Audit.Record(ak, id, caller, f)
+}
+
+// noteEnder remembers who asked for sandbox id's end: the terminate
+// event is written under the teardown's own context, which no longer
+// names the caller.
+func (m *Manager) noteEnder(ctx context.Context, id string) {
+	if c := audit.CallerFrom(ctx); c != "" && m.cfg.Audit != nil {
+		m.enders.Store(id, c)
+	}
 }
 
 // auditExec returns what records an exec in the trail once its end is
