@@ -41,7 +41,7 @@ var migrations = []string{
 	// 10: a lifetime changed while the sandbox lives (sandbox.Lifetime).
 	`ALTER TABLE sandboxes ADD COLUMN lifetime INTEGER NOT NULL DEFAULT 0`,
 	// 11, 12: the audit trail (package audit), a hash chain ordered by seq.
-	`CREATE TABLE audit (
+	`CREATE TABLE IF NOT EXISTS audit (
 		seq        INTEGER PRIMARY KEY,
 		time       INTEGER NOT NULL,
 		kind       TEXT NOT NULL,
@@ -51,7 +51,7 @@ var migrations = []string{
 		prev_hash  TEXT NOT NULL,
 		hash       TEXT NOT NULL
 	)`,
-	`CREATE INDEX audit_sandbox ON audit(sandbox_id, seq)`,
+	`CREATE INDEX IF NOT EXISTS audit_sandbox ON audit(sandbox_id, seq)`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
