@@ -94,6 +94,9 @@ func TestAuditTrailAPI(t *testing.T) {
 	if len(want) != 0 {
 		t.Errorf("api entries %v miss %v", calls, want)
 	}
+	if cf := byKind["create"].Fields; cf["runtime"] != "gvisor" || cf["image"] == "" || cf["name"] != "audited" {
+		t.Errorf("create entry: %v", cf)
+	}
 	ex := byKind["exec"]
 	if ex.Fields["argv"] != `["sh","-c","exit 3"]` || ex.Fields["exit_code"] != "3" || ex.Fields["user"] != e.user || ex.Fields["duration_ms"] == "" {
 		t.Errorf("exec entry: %v", ex.Fields)
