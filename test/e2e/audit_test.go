@@ -31,7 +31,7 @@ func TestAuditTrail(t *testing.T) {
 	caller := "token:" + hex.EncodeToString(sum[:6])
 
 	id := d.create("--block-network")
-	d.mustCLI("exec", id, "-e", "AUDIT_SECRET=hunter2", "--", "echo", "audit-exec")
+	d.mustCLI("exec", id, "-u", "root", "-w", "/tmp", "-e", "AUDIT_SECRET=hunter2", "--", "echo", "audit-exec")
 	content := "what the audit trail hashes\n"
 	src := filepath.Join(t.TempDir(), "up.txt")
 	if err := os.WriteFile(src, []byte(content), 0o600); err != nil {
@@ -92,9 +92,9 @@ except OSError:
 	}
 	check(byKind["create"][0], caller, map[string]string{"runtime": "gvisor", "image": "base"})
 	ex := byKind["exec"][0]
-	check(ex, caller, map[string]string{"argv": `["echo","audit-exec"]`, "exit_code": "0"})
-	if ex.Fields["user"] == "" || ex.Fields["duration_ms"] == "" {
-		t.Errorf("exec entry without user or duration: %v", ex.Fields)
+	check(ex, caller, map[string]string{"argv": `["echo","audit-exec"]`, "user": "root", "cwd": "/tmp", "exit_code": "0"})
+	if ex.Fields["duration_ms"] == "" {
+		t.Errorf("exec entry without a duration: %v", ex.Fields)
 	}
 	want := sha256.Sum256([]byte(content))
 	check(byKind["file_write"][0], caller, map[string]string{"path": "/tmp/audit-up.txt", "size": fmt.Sprint(len(content)),
