@@ -17,6 +17,7 @@ func newServeCmd() *cobra.Command {
 	cfg := daemon.Config{}
 	var level, logFile, logFormat string
 	var caCerts []string
+	var auditOn bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Corral daemon",
@@ -40,6 +41,7 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			cfg.Version = version
+			cfg.AuditOff = !auditOn
 			if cfg.CACerts, err = readCACerts(caCerts); err != nil {
 				return err
 			}
@@ -73,6 +75,9 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&logFormat, "log-format", "json", "log format: json (one JSON object a line) or text (key=value)")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve the Prometheus /metrics on this address without a token, and not on --listen (where it otherwise is, behind the token)")
 	f.DurationVar(&cfg.MCPMaxTimeout, "mcp-max-timeout", mcp.DefaultMaxTimeout, "the longest lifetime a sandbox created through the daemon's /mcp may have (as corral mcp --max-timeout)")
+	f.BoolVar(&auditOn, "audit", true, "keep the audit trail (corral audit): every changing API call, exec, file write, lifecycle move and network decision, hash-chained; --audit=false: off")
+	f.DurationVar(&cfg.AuditRetention, "audit-retention", daemon.DefaultAuditRetention,
+		"how long audit trail entries are kept, then pruned (a checkpoint entry keeps the rest verifiable); 0: forever")
 	f.StringVar(&logFile, "log-file", "", "append the log to this file (created 0600, an existing one made 0600) instead of stderr")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 
+	"corral/internal/audit"
 	"corral/internal/build"
 	"corral/internal/errdefs"
 	"corral/internal/hostpath"
@@ -33,6 +34,7 @@ type Server struct {
 	log     *slog.Logger
 	version string
 	mux     *http.ServeMux
+	trail   *audit.Trail // nil: the audit trail is off (audit.go)
 }
 
 // New returns the API handler for m (and b, which builds images; nil: this
@@ -89,6 +91,9 @@ var routes = []route{
 	{"GET /v1/snapshots", false, func(s *Server) http.HandlerFunc { return s.listSnapshots }},
 	{"GET /v1/snapshots/{ref}", false, func(s *Server) http.HandlerFunc { return s.getSnapshot }},
 	{"DELETE /v1/snapshots/{ref}", false, func(s *Server) http.HandlerFunc { return s.deleteSnapshot }},
+	{"GET /v1/audit", false, func(s *Server) http.HandlerFunc { return s.getAudit }},
+	{"GET /v1/audit/export", false, func(s *Server) http.HandlerFunc { return s.exportAudit }},
+	{"GET /v1/audit/verify", false, func(s *Server) http.HandlerFunc { return s.verifyAudit }},
 	{"GET /v1/images", false, func(s *Server) http.HandlerFunc { return s.listImages }},
 	{"POST /v1/images/prune", false, func(s *Server) http.HandlerFunc { return s.pruneImages }},
 	{"POST /v1/images/import", false, func(s *Server) http.HandlerFunc { return s.importImage }},
@@ -125,7 +130,7 @@ func (s *Server) routes() {
 			if strings.Contains(r.pattern, "{id}") {
 				h = s.byName(h)
 			}
-			h = s.auth(h)
+			h = s.audited(s.auth(h))
 		}
 		s.mux.HandleFunc(r.pattern, h)
 	}

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral/internal/api"
+	"corral/internal/audit"
 	"corral/internal/build"
 	"corral/internal/e2b"
 	"corral/internal/e2b/envd"
@@ -108,6 +109,10 @@ type Config struct {
 	// MCPMaxTimeout bounds the lifetime of a sandbox an /mcp session
 	// creates (0: mcp.DefaultMaxTimeout).
 	MCPMaxTimeout time.Duration
+	// AuditOff turns the audit trail off (audit.go); AuditRetention is
+	// how long its entries are kept (zero: forever).
+	AuditOff       bool
+	AuditRetention time.Duration
 }
 
 // metricsInterval maps the daemon's flag (0: off) to the manager's
@@ -155,6 +160,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 	tel := newTelemetry(cfg, st)
+	trail, err := openAudit(ctx, cfg, st, log)
+	if err != nil {
+		return err
+	}
+	defer trail.Close()
 	gv, err := gvisor.New(gvisor.Config{RunscPath: cfg.RunscPath, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform, Logger: log})
 	if err != nil {
 		return err
@@ -199,7 +209,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
-		CACerts: cfg.CACerts, Telemetry: tel, Volumes: volumes,
+		CACerts: cfg.CACerts, Telemetry: tel, Volumes: volumes, Audit: trail,
 		SecretCASeed: key.Derive(secretCAKeyLabel),
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
@@ -221,13 +231,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var envdFace http.Handler
 	if cfg.EnvdListen != "" {
-		envdFace = envd.Signed(envd.New(m, log), m)
+		envdFace = envdAudited(trail, envd.Signed(envd.New(m, log), m))
 		if cfg.EnvdDebugSandbox != "" {
 			envdFace = envd.Debug(envdFace, m, cfg.EnvdDebugSandbox)
 		}
 		envdFace = reqid.Middleware(envdFace, log)
 	}
-	return serve(ctx, cfg, handler(m, builder, token, cfg, log, tel), envdFace, metricsFace(cfg, tel))
+	return serve(ctx, cfg, handler(m, builder, token, cfg, trail, log, tel), envdFace, metricsFace(cfg, tel))
 }
 
 // handler is the API listener's: the native API, E2B's control API under
@@ -235,11 +245,12 @@ func Run(ctx context.Context, cfg Config) error {
 // /mcp (the same token as a bearer; its tools call the native API in
 // process), and /metrics behind the token unless --metrics-listen moves
 // it; every request gets an id (reqid).
-func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, log *slog.Logger, tel *telemetry.Metrics) http.Handler {
+func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, trail *audit.Trail, log *slog.Logger, tel *telemetry.Metrics) http.Handler {
 	version := cfg.Version
 	mux := http.NewServeMux()
-	mux.Handle("/e2b/", http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log})))
+	mux.Handle("/e2b/", e2bAudited(trail, http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log}))))
 	native := api.New(m, b, token, version, log)
+	native.SetAudit(trail)
 	mux.Handle("/mcp", mcp.HTTPHandler(mcp.InProcessClient(native, token), mcp.Options{Version: version, MaxTimeout: cfg.MCPMaxTimeout}, token))
 	mux.Handle("/", native)
 	if cfg.MetricsListen == "" {

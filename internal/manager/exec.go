@@ -49,6 +49,9 @@ type Process struct {
 	onEnd func(*agentapi.Event)
 	// onStart, when set, is called at the start event (telemetry.go).
 	onStart func()
+	// audit, when set, records the exec in the audit trail: with its end
+	// event, or (nil) at Close if none came.
+	audit func(*agentapi.Event)
 }
 
 // Exec starts a process in running sandbox id, with the sandbox's env
@@ -72,16 +75,17 @@ func (s Processes) Exec(ctx context.Context, id string, p ExecParams) (*Process,
 		}
 		env = mergeEnvMap(env, senv)
 	}
-	stream, err := a.agent.Start(ctx, agentapi.StartRequest{
+	req := agentapi.StartRequest{
 		Args: p.Args, Env: env, Cwd: inWorkdir(spec.Workdir, p.Cwd),
 		User: or(p.User, spec.User), Stdin: p.Stdin, PTY: p.PTY, TimeoutMS: p.Timeout.Milliseconds(), Tag: p.Tag,
 		KillTree: p.KillTree,
-	})
+	}
+	stream, err := a.agent.Start(ctx, req)
 	if err != nil {
 		a.release()
 		return nil, err
 	}
-	return &Process{stream: stream, release: a.release, onEnd: s.m.oomEnd(a.h, time.Now()), onStart: s.m.execTimer(a.h, t0)}, nil
+	return &Process{stream: stream, release: a.release, onEnd: s.m.oomEnd(a.h, time.Now()), onStart: s.m.execTimer(a.h, t0), audit: s.m.auditExec(ctx, id, req)}, nil
 }
 
 // inWorkdir is p resolved against the sandbox's workdir: the workdir for an
@@ -143,6 +147,9 @@ func (p *Process) Recv() (agentapi.Event, error) {
 	if err == nil && ev.Type == agentapi.EventEnd && p.onEnd != nil {
 		p.onEnd(&ev)
 	}
+	if err == nil && ev.Type == agentapi.EventEnd && p.audit != nil {
+		p.audit(&ev)
+	}
 	return ev, err
 }
 
@@ -151,6 +158,9 @@ func (p *Process) PID() int { return p.pid }
 
 // Close ends the stream and the activity it held.
 func (p *Process) Close() error {
+	if p.audit != nil {
+		p.audit(nil)
+	}
 	p.release()
 	return p.stream.Close()
 }

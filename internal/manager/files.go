@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
@@ -72,7 +73,10 @@ func (s Files) Write(ctx context.Context, id, path string, r io.Reader, mode os.
 		return agentapi.EntryInfo{}, err
 	}
 	defer t.release()
-	return t.agent.WriteFile(ctx, t.path, r, mode, t.user)
+	r, done := s.m.auditWrite(ctx, id, t.path, r)
+	e, err := t.agent.WriteFile(ctx, t.path, r, mode, t.user)
+	done(err)
+	return e, err
 }
 
 // WriteInPlace is Write into the file itself (agentapi's
@@ -83,7 +87,10 @@ func (s Files) WriteInPlace(ctx context.Context, id, path string, r io.Reader, m
 		return agentapi.EntryInfo{}, err
 	}
 	defer t.release()
-	return t.agent.WriteFileInPlace(ctx, t.path, r, mode, t.user)
+	r, done := s.m.auditWrite(ctx, id, t.path, r)
+	e, err := t.agent.WriteFileInPlace(ctx, t.path, r, mode, t.user)
+	done(err)
+	return e, err
 }
 
 // Stat describes path (a final symlink itself).
@@ -123,7 +130,9 @@ func (s Files) Remove(ctx context.Context, id, path string, recursive bool, user
 		return err
 	}
 	defer t.release()
-	return t.agent.Remove(ctx, t.path, recursive, t.user)
+	err = t.agent.Remove(ctx, t.path, recursive, t.user)
+	s.m.auditFile(ctx, id, "file_remove", map[string]string{"path": t.path, "recursive": strconv.FormatBool(recursive)}, err)
+	return err
 }
 
 // Rename renames from to to (both resolved alike).
@@ -133,7 +142,10 @@ func (s Files) Rename(ctx context.Context, id, from, to, user string) (agentapi.
 		return agentapi.EntryInfo{}, err
 	}
 	defer t.release()
-	return t.agent.Rename(ctx, t.path, inWorkdir(t.rec.Spec.Workdir, to), t.user)
+	dst := inWorkdir(t.rec.Spec.Workdir, to)
+	e, err := t.agent.Rename(ctx, t.path, dst, t.user)
+	s.m.auditFile(ctx, id, "file_rename", map[string]string{"path": t.path, "to": dst}, err)
+	return e, err
 }
 
 // Chmod changes path's mode bits.

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"corral/internal/agentapi"
+	"corral/internal/audit"
 	"corral/internal/errdefs"
 	"corral/internal/ids"
 	imagestore "corral/internal/image/store"
@@ -110,6 +111,8 @@ type Config struct {
 	Telemetry *telemetry.Metrics
 	// Volumes holds the named volumes (volumes.go); nil: none.
 	Volumes *volume.Store
+	// Audit is the audit trail (audit.go); nil turns it off.
+	Audit *audit.Trail
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it
@@ -133,6 +136,9 @@ type Manager struct {
 
 	mu      sync.Mutex
 	handles map[string]*handle.Handle // live sandboxes, by id
+	// enders are the callers that asked for a sandbox's end, by id, for
+	// its audit entry (audit.go).
+	enders sync.Map
 	// creatingNames holds the names of creates in flight (reserveName).
 	creatingNames map[string]bool
 
@@ -211,6 +217,9 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		starting: make(chan struct{}, cfg.MaxStarting), portConns: portConns, portReports: keylimit.Every{Interval: limitReports}}
 	m.host = &handle.Host{Records: cfg.Records, Log: cfg.Logger, Images: cfg.Images,
 		AgentTimeout: cfg.AgentTimeout, Lifetime: lctx}
+	if cfg.Audit != nil {
+		m.host.Audit = m.auditEvent
+	}
 	if n := cfg.Network; n != nil && n.Layer != nil {
 		m.host.Network, m.host.ForgetDNS = n.Layer, n.Forget
 	}

@@ -20,6 +20,7 @@ func (m *Manager) Terminate(ctx context.Context, id, reason string, exitCode *in
 		return ended, err
 	}
 	defer h.Unlock()
+	m.noteEnder(ctx, h.ID())
 	return m.terminateLocked(h, reason, exitCode)
 }
 
@@ -52,6 +53,7 @@ func (m *Manager) TerminateNoWait(ctx context.Context, id, reason string) (*sand
 	if h == nil {
 		return ended, err
 	}
+	m.noteEnder(ctx, h.ID())
 	rec, err := h.BeginTerminate(reason)
 	if err != nil {
 		h.Unlock()

@@ -48,6 +48,18 @@ var migrations = []string{
 		created_at INTEGER NOT NULL,
 		updated_at INTEGER NOT NULL
 	)`,
+	// 12, 13: the audit trail (package audit), a hash chain ordered by seq.
+	`CREATE TABLE IF NOT EXISTS audit (
+		seq        INTEGER PRIMARY KEY,
+		time       INTEGER NOT NULL,
+		kind       TEXT NOT NULL,
+		sandbox_id TEXT NOT NULL DEFAULT '',
+		caller     TEXT NOT NULL DEFAULT '',
+		fields     TEXT NOT NULL DEFAULT '{}',
+		prev_hash  TEXT NOT NULL,
+		hash       TEXT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS audit_sandbox ON audit(sandbox_id, seq)`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -5,7 +5,8 @@
 // Every write is committed with synchronous=FULL before it returns, so what
 // the daemon acknowledged survives a crash or kill -9. Writes are few and
 // off the hot paths: a sandbox's record changes with its state, never per
-// exec or file call.
+// exec or file call (the audit trail's rows, which are per call, are
+// written in batches by package audit's own goroutine, behind the calls).
 //
 // Nothing in the database is for other local users: the file and its
 // -wal and -shm are 0600, a spec's env is sealed with the daemon's key

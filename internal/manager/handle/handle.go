@@ -191,6 +191,9 @@ func (h *Handle) Apply(ctx context.Context, c Change) (*sandbox.Sandbox, error) 
 	h.mu.Lock()
 	h.rec = *next
 	h.mu.Unlock()
+	if c.Event != nil && h.host.Audit != nil {
+		h.host.Audit(ctx, next.ID, c.Event.Kind, c.Event.Message, c.Event.Fields)
+	}
 	return next, nil
 }
 

@@ -27,6 +27,10 @@ type Host struct {
 	// Lifetime is the daemon's lifetime context; events are written under
 	// it, detached from any request.
 	Lifetime context.Context
+	// Audit, if set, sees every event once it is written, with the
+	// context of the change that wrote it (which names the caller) or
+	// Lifetime.
+	Audit func(ctx context.Context, id, kind, msg string, fields map[string]string)
 }
 
 // Event appends to sandbox id's event log; a failure is logged, not
@@ -35,5 +39,8 @@ func (h *Host) Event(id, kind, msg string, fields map[string]string) {
 	ev := records.Event{SandboxID: id, Kind: kind, Message: msg, Fields: fields}
 	if err := h.Records.AppendEvent(context.WithoutCancel(h.Lifetime), ev); err != nil {
 		h.Log.Warn("appending event", "sandbox", id, "kind", kind, "err", err)
+	}
+	if h.Audit != nil {
+		h.Audit(h.Lifetime, id, kind, msg, fields)
 	}
 }

@@ -1,0 +1,83 @@
+package audit
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Changes reports whether a request of this method can change something
+// (every method but GET, HEAD and OPTIONS).
+func Changes(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
+// Calls wraps next so that a call that changes something is recorded
+// (kind api) once it is answered: face, method, path (never the query or
+// the body), status and duration, by caller (named by callerOf from the
+// request). Every request carries its caller in its context, for the
+// entries the manager records on its behalf. sandboxOf, if not nil, names
+// the sandbox from the request after next has run (a route's path value).
+func (t *Trail) Calls(face string, next http.Handler, callerOf func(*http.Request) string, sandboxOf func(*http.Request) string) http.Handler {
+	if t == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller := callerOf(r)
+		r = r.WithContext(WithCaller(r.Context(), caller))
+		if !Changes(r.Method) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		start := time.Now()
+		defer func() {
+			sb := ""
+			if sandboxOf != nil {
+				sb = sandboxOf(r)
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			t.Record("api", sb, caller, map[string]string{
+				"face": face, "method": r.Method, "path": r.URL.Path, "status": strconv.Itoa(status),
+				"duration_ms": strconv.FormatInt(time.Since(start).Milliseconds(), 10),
+			})
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// statusWriter remembers the status a handler answered with; it flushes
+// and unwraps (http.ResponseController) to the writer it wraps.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
