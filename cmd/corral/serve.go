@@ -16,11 +16,13 @@ func newServeCmd() *cobra.Command {
 	cfg := daemon.Config{}
 	var level, logFile string
 	var caCerts []string
+	var metering bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Corral daemon",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Metering.Off = !metering
 			var lv slog.Level
 			err := lv.UnmarshalText([]byte(level))
 			if err != nil {
@@ -66,6 +68,9 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	f.DurationVar(&cfg.Retention, "retention", manager.DefaultRetention,
 		"how long after a sandbox ends its record (inspect, ls --all), events and entrypoint log are kept, then pruned in the background; 0: forever")
+	f.BoolVar(&metering, "metering", true, "meter each sandbox's usage (CPU-seconds, memory, network bytes, disk, wall time; corral usage, GET /v1/usage)")
+	f.DurationVar(&cfg.Metering.Retention, "usage-retention", manager.DefaultUsageRetention,
+		"how long after a sandbox ends its usage record is kept, then pruned in the background; 0: forever")
 	f.StringVar(&logFile, "log-file", "", "append the log to this file (created 0600, an existing one made 0600) instead of stderr")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")

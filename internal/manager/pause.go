@@ -52,6 +52,7 @@ func (m *Manager) Pause(ctx context.Context, id string) (*sandbox.Sandbox, error
 		}
 		client.Close()
 	}
+	m.meterPausing(h)
 	if err := p.Pause(ctx, h.Ref()); err != nil {
 		m.log.Error("pausing failed; reconnecting", "sandbox", id, "err", err)
 		if _, rerr := m.resumeLocked(ctx, h, false); rerr != nil {
@@ -77,6 +78,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (*sandbox.Sandbox, erro
 	if err := p.Resume(ctx, h.Ref()); err != nil {
 		return nil, fmt.Errorf("resuming sandbox %s: %w", id, err)
 	}
+	m.meterResumed(h)
 	return m.resumeLocked(ctx, h, true)
 }
 

@@ -40,6 +40,17 @@ var migrations = []string{
 	`UPDATE sandboxes SET port_token = ''`,
 	// 10: a lifetime changed while the sandbox lives (sandbox.Lifetime).
 	`ALTER TABLE sandboxes ADD COLUMN lifetime INTEGER NOT NULL DEFAULT 0`,
+	// 11: what each ended sandbox used (usage.go); kept apart from the
+	// sandbox's record, and pruned by its own retention.
+	`CREATE TABLE IF NOT EXISTS usage (
+		sandbox_id TEXT PRIMARY KEY,
+		runtime    TEXT NOT NULL,
+		tags       TEXT NOT NULL DEFAULT '{}',
+		started_at INTEGER NOT NULL,
+		ended_at   INTEGER NOT NULL,
+		totals     TEXT NOT NULL
+	);
+	CREATE INDEX IF NOT EXISTS usage_ended ON usage(ended_at)`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -27,6 +27,10 @@ type Host struct {
 	// Lifetime is the daemon's lifetime context; events are written under
 	// it, detached from any request.
 	Lifetime context.Context
+	// Settle, if set, is the first step of every teardown, while the
+	// sandbox's processes, cgroup and link still exist: usage metering's
+	// last reading and its record.
+	Settle func(ctx context.Context, h *Handle)
 }
 
 // Event appends to sandbox id's event log; a failure is logged, not
