@@ -46,7 +46,7 @@ func newRoot() *cobra.Command {
 		newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newInspectCmd(), newRmCmd(),
 		newWaitCmd(), newLogsCmd(), newEventsCmd(), newShellCmd(), newFsCmd(), newBenchCmd(),
 		newPsCmd(), newAttachCmd(), newNetCmd(), newURLCmd(), newPortForwardCmd(), newImageCmd(), newSnapshotCmd(), newPauseCmd(), newResumeCmd(), newForkCmd(),
-		newTimeoutCmd(), newTagCmd(), newStatsCmd(), newMCPCmd(),
+		newTimeoutCmd(), newTagCmd(), newStatsCmd(), newMCPCmd(), newUsageCmd(),
 		newSelftestCmd(), newSelftestProbeCmd(),
 	)
 	return root
