@@ -114,4 +114,6 @@ func writeUsage(w io.Writer, asCSV bool, by string, groups []apiv1.UsageGroup) e
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 func utoa(u uint64) string  { return strconv.FormatUint(u, 10) }
 
-func seconds(s float64) string { return time.Duration(s * float64(time.Second)).Round(time.Second).String() }
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}
