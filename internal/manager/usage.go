@@ -183,7 +183,7 @@ func (m *Manager) meterResumed(h *handle.Handle) {
 	m.account(rec, func(a *usage.Account) {
 		a.Skip(time.Now())
 		if h.Runtime().Name() == "gvisor" {
-			a.Restarted()
+			a.CPURestarted()
 		}
 	})
 }

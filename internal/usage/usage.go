@@ -123,10 +123,11 @@ func (a *Account) Skip(t time.Time) {
 	}
 }
 
-// Restarted says the sandbox's counters start again from zero (a runtime
-// recreated its processes): the next reading counts in full.
-func (a *Account) Restarted() {
-	a.last.CPUNanos, a.last.NetInBytes, a.last.NetOutBytes = 0, 0, 0
+// CPURestarted says the sandbox's CPU counter starts again from zero (a
+// runtime recreated its processes and cgroup; its link, and so its byte
+// counters, stay): the next reading's CPU time counts in full.
+func (a *Account) CPURestarted() {
+	a.last.CPUNanos = 0
 }
 
 // Totals returns what the account holds, with the wall time by state

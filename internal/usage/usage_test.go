@@ -22,10 +22,11 @@ func TestAccount(t *testing.T) {
 	a.Observe(Reading{Time: t0.Add(20 * time.Second), CPUNanos: 10e9, MemoryBytes: gib / 2, DiskBytes: 30, NetInBytes: 150, NetOutBytes: 7})
 	// A reading from the past is ignored.
 	a.Observe(Reading{Time: t0.Add(5 * time.Second), CPUNanos: 99e9})
-	// Paused 30 s, then resumed with counters from zero (a recreated cgroup).
+	// Paused 30 s, then resumed with the CPU counter from zero (a
+	// recreated cgroup); the link's counters go on.
 	a.Skip(t0.Add(50 * time.Second))
-	a.Restarted()
-	a.Observe(Reading{Time: t0.Add(52 * time.Second), CPUNanos: 1e9, MemoryBytes: gib, NetInBytes: 10})
+	a.CPURestarted()
+	a.Observe(Reading{Time: t0.Add(52 * time.Second), CPUNanos: 1e9, MemoryBytes: gib, NetInBytes: 160})
 	got := a.Totals(22*time.Second, 30*time.Second)
 	near(t, "cpu", got.CPUSeconds, 11)
 	near(t, "burst", got.CPUBurstSeconds, 5)
