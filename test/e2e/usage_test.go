@@ -77,7 +77,8 @@ func startUsageServer(t *testing.T) {
 // --cpu 0.5 --cpu-limit 1 meters as that many CPU-seconds (within 15%),
 // most of them burst, while an idle sandbox beside it meters near zero; a
 // download and an upload of a known size show in its network bytes
-// (within 5%); and once both end their usage is in their records, in
+// (within 5%); paused time is counted apart; and once both end their
+// usage is in their records, in
 // GET /v1/usage grouped by tag, and in corral usage --csv. Both runtimes:
 // the vm's CPU is QEMU's cgroup and its traffic goes through a tap.
 func TestUsageMetering(t *testing.T) {
@@ -131,7 +132,18 @@ func testUsage(t *testing.T, d *daemon, rt string) {
 		}
 	}
 
+	// Paused time is counted apart, and the CPU used before the pause
+	// stays counted (gVisor's restore starts a new cgroup).
+	prePause := sandboxUsage(t, d, idle)
+	d.mustCLI("pause", idle)
+	d.mustCLI("resume", idle)
 	d.mustCLI("rm", busy, idle)
+	idleEnd := settled2(t, d, idle)
+	life := idleEnd.EndedAt.Sub(idleEnd.StartedAt).Seconds()
+	if idleEnd.PausedSeconds <= 0 || math.Abs(idleEnd.RunningSeconds+idleEnd.PausedSeconds-life) > 0.01 || idleEnd.CPUSeconds < prePause.CPUSeconds {
+		t.Errorf("%s: after a pause: running %.2f s + paused %.2f s of a %.2f s life, CPU %.3f s (before the pause %.3f s)", rt,
+			idleEnd.RunningSeconds, idleEnd.PausedSeconds, life, idleEnd.CPUSeconds, prePause.CPUSeconds)
+	}
 	var sb apiv1.Sandbox
 	if err := json.Unmarshal([]byte(d.mustCLI("inspect", busy)), &sb); err != nil {
 		t.Fatal(err)
@@ -151,7 +163,7 @@ func testUsage(t *testing.T, d *daemon, rt string) {
 	for _, g := range rep.Groups {
 		if g.Key == team {
 			found = true
-			if g.Sandboxes != 2 || math.Abs(g.CPUSeconds-(sb.Usage.CPUSeconds+settled2(t, d, idle).CPUSeconds)) > 1e-6 {
+			if g.Sandboxes != 2 || math.Abs(g.CPUSeconds-(sb.Usage.CPUSeconds+idleEnd.CPUSeconds)) > 1e-6 {
 				t.Errorf("%s: group %s: %d sandboxes, %.3f CPU-s", rt, team, g.Sandboxes, g.CPUSeconds)
 			}
 		}
