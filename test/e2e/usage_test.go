@@ -78,9 +78,9 @@ func startUsageServer(t *testing.T) {
 // most of them burst, while an idle sandbox beside it meters near zero; a
 // download and an upload of a known size show in its network bytes
 // (within 5%); paused time is counted apart; and once both end their
-// usage is in their records, in
-// GET /v1/usage grouped by tag, and in corral usage --csv. Both runtimes:
-// the vm's CPU is QEMU's cgroup and its traffic goes through a tap.
+// usage is in their records, in GET /v1/usage grouped by tag, and in
+// corral usage --csv. Both runtimes: the vm's CPU is QEMU's cgroup, its
+// traffic goes through a tap, and its pause keeps its cgroup.
 func TestUsageMetering(t *testing.T) {
 	d := startDaemon(t)
 	startUsageServer(t)
