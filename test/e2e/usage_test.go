@@ -95,7 +95,7 @@ func testUsage(t *testing.T, d *daemon, rt string) {
 	idle := d.create("--runtime", rt, "--cpu", "0.5", "--cpu-limit", "1", "--tag", "team="+team)
 	busy0, idle0 := sandboxUsage(t, d, busy), sandboxUsage(t, d, idle)
 	start := time.Now()
-	d.mustCLI("exec", busy, "--", "timeout", strconv.Itoa(loopSeconds), "sh", "-c", "while :; do :; done; true")
+	d.mustCLI("exec", busy, "--", "sh", "-c", "timeout "+strconv.Itoa(loopSeconds)+" sh -c 'while :; do :; done'; true")
 	wall := time.Since(start).Seconds()
 	busy1, idle1 := sandboxUsage(t, d, busy), sandboxUsage(t, d, idle)
 	cpu := busy1.CPUSeconds - busy0.CPUSeconds
