@@ -10,7 +10,8 @@
 #
 # ON_FLAGS / OFF_FLAGS are the serve flags of each side (OFF_FLAGS default
 # --metering=false; add --audit=false once the audit trail is merged), N the
-# samples per figure (default 30), ROUNDS the runs per side (default 3).
+# samples per figure (default 30), ROUNDS the runs per side (default 3),
+# CORRAL_BIN a corral binary to use (default: built from this checkout).
 # On a shared test host, run it under the host lock:
 #   flock /tmp/corral-host.lock scripts/bench-telemetry.sh
 set -euo pipefail
@@ -29,7 +30,11 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-CGO_ENABLED=0 go build -o "$work/corral" ./cmd/corral
+if [ -n "${CORRAL_BIN:-}" ]; then
+	cp "$CORRAL_BIN" "$work/corral"
+else
+	CGO_ENABLED=0 go build -o "$work/corral" ./cmd/corral
+fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
