@@ -127,7 +127,7 @@ func (m *Manager) account(rec *sandbox.Sandbox, f func(*usage.Account)) {
 	a := m.meter.accts[rec.ID]
 	if a == nil {
 		a = usage.NewAccount(usage.Request{CPU: rec.Spec.CPU, MemoryBytes: uint64(rec.Spec.MemoryMB) << 20,
-			DiskQuotaBytes: uint64(rec.Spec.DiskMB) << 20}, rec.StartedAt)
+			DiskQuotaBytes: uint64(rec.Spec.DiskMB) << 20}, meterStart(rec))
 		m.meter.accts[rec.ID] = a
 	}
 	f(a)
@@ -228,15 +228,39 @@ func (m *Manager) liveUsage(rec *sandbox.Sandbox, now time.Time) (usage.Record, 
 		return usage.Record{}, false
 	}
 	return usage.Record{SandboxID: rec.ID, Runtime: rec.Spec.Runtime, Tags: rec.Spec.Tags,
-		StartedAt: rec.StartedAt, EndedAt: now, Totals: t}, true
+		StartedAt: meterStart(rec), EndedAt: now, Totals: t}, true
 }
 
-// wallByState splits the time from rec's start to now into running and
-// paused.
+// wallByState splits the time from rec's metered start to now into
+// running and paused.
 func wallByState(rec *sandbox.Sandbox, now time.Time) (running, paused time.Duration) {
 	paused = rec.PausedFor
 	if !rec.PausedAt.IsZero() && now.After(rec.PausedAt) {
 		paused += now.Sub(rec.PausedAt)
 	}
-	return max(now.Sub(rec.StartedAt)-paused, 0), paused
+	return max(now.Sub(meterStart(rec))-paused, 0), paused
+}
+
+// meterStart is when rec's usage starts: its start, or for a warm pool's
+// sandbox its claim (the record's creation, set again then).
+func meterStart(rec *sandbox.Sandbox) time.Time {
+	if rec.CreatedAt.After(rec.StartedAt) {
+		return rec.CreatedAt
+	}
+	return rec.StartedAt
+}
+
+// meterClaimed starts the account of a warm pool sandbox just claimed
+// from a reading now: what it used in the pool is not the caller's.
+func (m *Manager) meterClaimed(h *handle.Handle) {
+	if m.meter == nil {
+		return
+	}
+	rec := h.Record()
+	r, err := m.read(h)
+	if err != nil {
+		m.log.Debug("metering a claimed sandbox failed", "sandbox", h.ID(), "err", err)
+		return
+	}
+	m.account(rec, func(a *usage.Account) { a.Baseline(r) })
 }

@@ -72,3 +72,21 @@ func TestMeteringOff(t *testing.T) {
 		t.Errorf("report with metering off: %v", err)
 	}
 }
+
+// TestUsageFromWarmPool: a claimed warm pool sandbox is metered from its
+// claim, not from its start in the pool.
+func TestUsageFromWarmPool(t *testing.T) {
+	e := newEnv(t)
+	e.m.Close()
+	e.m = e.openPooled(1)
+	e.poolReady(1)
+	time.Sleep(50 * time.Millisecond) // time in the pool, not the caller's
+	sb := e.create(sandbox.Spec{})
+	u, err := e.m.UsageOf(context.Background(), sb.ID)
+	if err != nil || !u.StartedAt.Equal(sb.CreatedAt) || !u.StartedAt.After(sb.StartedAt) {
+		t.Fatalf("usage of a claimed sandbox: %+v, %v (created %s, started %s)", u, err, sb.CreatedAt, sb.StartedAt)
+	}
+	if u.Totals.RunningSeconds >= time.Since(sb.StartedAt).Seconds() {
+		t.Errorf("running %.3f s counts the time in the pool", u.Totals.RunningSeconds)
+	}
+}

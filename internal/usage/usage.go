@@ -115,6 +115,14 @@ func (a *Account) Observe(r Reading) {
 	a.last = r
 }
 
+// Baseline takes r as the starting point: what the counters hold then is
+// not charged (a warm pool's sandbox, claimed: its boot was nobody's).
+func (a *Account) Baseline(r Reading) {
+	if r.Time.After(a.last.Time) {
+		a.last = r
+	}
+}
+
 // Skip moves the account's clock to t without charging the time between
 // (a pause: nothing runs, and the working set is not held).
 func (a *Account) Skip(t time.Time) {

@@ -96,3 +96,15 @@ func TestGroupBy(t *testing.T) {
 		}
 	}
 }
+
+func TestBaseline(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	a := NewAccount(Request{CPU: 1}, t0)
+	a.Baseline(Reading{Time: t0.Add(time.Second), CPUNanos: 5e9, NetInBytes: 100})
+	a.Observe(Reading{Time: t0.Add(2 * time.Second), CPUNanos: 6e9, NetInBytes: 150})
+	got := a.Totals(time.Second, 0)
+	near(t, "cpu", got.CPUSeconds, 1)
+	if got.NetInBytes != 50 {
+		t.Errorf("net in %d", got.NetInBytes)
+	}
+}
