@@ -27,7 +27,9 @@ work=$(mktemp -d /tmp/corral-bench-telemetry.XXXXXX)
 daemon_pid=
 cleanup() {
 	[ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null || true
+	for st in "$work"/state-*/; do [ -d "$st" ] && release "${st%/}"; done
 	rm -rf "$work"
+	nft delete table inet corral-bench 2>/dev/null || true
 }
 trap cleanup EXIT
 if [ -n "${CORRAL_BIN:-}" ]; then
@@ -55,7 +57,14 @@ bench_once() {
 	CORRAL_URL="http://$addr" CORRAL_TOKEN=$(cat "$st/token") "$work/corral" bench -n "$N" --file-mib 8 \
 		--runsc "$STATE/bin/runsc" --rootfs "$STATE/rootfs/debian-bookworm" >"$work/$side.$run.txt"
 	kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true; daemon_pid=
-	rm -rf "$st"
+	release "$st"
+}
+
+# release STATE: the daemon's bind mount of runsc's null namespace goes
+# (it outlives the daemon), then the state directory.
+release() {
+	umount -l "$1/runsc/null-netns" 2>/dev/null || true
+	rm -rf "$1"
 }
 
 for r in $(seq "$ROUNDS"); do
