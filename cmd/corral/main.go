@@ -46,7 +46,7 @@ func newRoot() *cobra.Command {
 		newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newInspectCmd(), newRmCmd(),
 		newWaitCmd(), newLogsCmd(), newEventsCmd(), newShellCmd(), newFsCmd(), newBenchCmd(),
 		newPsCmd(), newAttachCmd(), newNetCmd(), newURLCmd(), newPortForwardCmd(), newImageCmd(), newSnapshotCmd(), newPauseCmd(), newResumeCmd(), newForkCmd(),
-		newTimeoutCmd(), newTagCmd(), newStatsCmd(), newMCPCmd(), newVolumeCmd(), newSecretCmd(), newAuditCmd(),
+		newTimeoutCmd(), newTagCmd(), newStatsCmd(), newMCPCmd(), newVolumeCmd(), newSecretCmd(), newAuditCmd(), newUsageCmd(),
 		newSelftestCmd(), newSelftestProbeCmd(),
 	)
 	return root

@@ -18,11 +18,13 @@ func newServeCmd() *cobra.Command {
 	var level, logFile, logFormat string
 	var caCerts []string
 	var auditOn bool
+	var metering bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Corral daemon",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Metering.Off = !metering
 			var lv slog.Level
 			err := lv.UnmarshalText([]byte(level))
 			if err != nil {
@@ -78,6 +80,9 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&auditOn, "audit", true, "keep the audit trail (corral audit): every changing API call, exec, file write, lifecycle move and network decision, hash-chained; --audit=false: off")
 	f.DurationVar(&cfg.AuditRetention, "audit-retention", daemon.DefaultAuditRetention,
 		"how long audit trail entries are kept, then pruned (a checkpoint entry keeps the rest verifiable); 0: forever")
+	f.BoolVar(&metering, "metering", true, "meter each sandbox's usage (CPU-seconds, memory, network bytes, disk, wall time; corral usage, GET /v1/usage)")
+	f.DurationVar(&cfg.Metering.Retention, "usage-retention", manager.DefaultUsageRetention,
+		"how long after a sandbox ends its usage record is kept, then pruned in the background; 0: forever")
 	f.StringVar(&logFile, "log-file", "", "append the log to this file (created 0600, an existing one made 0600) instead of stderr")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")

@@ -151,7 +151,14 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.toAPI(sb))
+	out := s.toAPI(sb)
+	if sb.State.Terminal() {
+		if u, err := s.m.UsageOf(r.Context(), sb.ID); err == nil {
+			au := toAPIUsage(u.Totals)
+			out.Usage = &au
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // deleteSandbox terminates a sandbox: by default it answers 200 once

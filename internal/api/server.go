@@ -70,6 +70,8 @@ var routes = []route{
 	{"GET /v1/sandboxes/{id}/logs", false, func(s *Server) http.HandlerFunc { return s.sandboxLogs }},
 	{"GET /v1/sandboxes/{id}/events", false, func(s *Server) http.HandlerFunc { return s.sandboxEvents }},
 	{"GET /v1/sandboxes/{id}/metrics", false, func(s *Server) http.HandlerFunc { return s.sandboxMetrics }},
+	{"GET /v1/sandboxes/{id}/usage", false, func(s *Server) http.HandlerFunc { return s.sandboxUsage }},
+	{"GET /v1/usage", false, func(s *Server) http.HandlerFunc { return s.usageReport }},
 	{"POST /v1/sandboxes/{id}/processes", false, func(s *Server) http.HandlerFunc { return s.execProcess }},
 	{"GET /v1/sandboxes/{id}/processes", false, func(s *Server) http.HandlerFunc { return s.listProcesses }},
 	{"GET /v1/sandboxes/{id}/processes/{pid}/events", false, func(s *Server) http.HandlerFunc { return s.attachProcess }},

@@ -94,6 +94,9 @@ type Config struct {
 	// Retention is how long the records, events and entrypoint logs of
 	// ended sandboxes are kept; zero keeps them forever.
 	Retention time.Duration
+	// Metering is usage metering: Off turns it off, Retention keeps ended
+	// sandboxes' usage (zero: forever).
+	Metering manager.Metering
 	// CACerts are PEM CA certificates every sandbox trusts beyond its
 	// image's (validated by the caller).
 	CACerts []string
@@ -209,7 +212,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
-		CACerts: cfg.CACerts, Telemetry: tel, Volumes: volumes, Audit: trail,
+		CACerts: cfg.CACerts, Telemetry: tel, Volumes: volumes, Audit: trail, Metering: cfg.Metering,
 		SecretCASeed: key.Derive(secretCAKeyLabel),
 	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
@@ -279,6 +282,9 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.MCPMaxTimeout < 0 || cfg.MCPMaxTimeout > sandbox.MaxTimeout {
 		return fmt.Errorf("--mcp-max-timeout %s: must be between 0 (the default, %s) and %s", cfg.MCPMaxTimeout, mcp.DefaultMaxTimeout, sandbox.MaxTimeout)
+	}
+	if cfg.Metering.Retention < 0 {
+		return fmt.Errorf("--usage-retention %s: must be 0 (keep forever) or more", cfg.Metering.Retention)
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state dir: %w", err)

@@ -103,6 +103,8 @@ type Config struct {
 	// Retention bounds how long ended sandboxes' records, events and logs
 	// are kept (retention.go); zero keeps them forever.
 	Retention Retention
+	// Metering configures usage metering (usage.go).
+	Metering Metering
 	// HostPaths are more of the host's paths (runsc, the guest kernel)
 	// that callers must not see in messages (HostPaths).
 	HostPaths []string
@@ -169,6 +171,7 @@ type Manager struct {
 	versions   map[string]string // runtime name -> version (runtimeVersion)
 
 	sampler *metrics.Sampler // nil: sampling is off
+	meter   *meter           // nil: metering is off (usage.go)
 }
 
 // New builds a Manager and reconciles the records with what the runtimes
@@ -230,6 +233,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); m.sampler.Run(m.ctx) }()
 	}
+	m.startMetering()
 	if err := m.reconcile(ctx); err != nil {
 		cancel()
 		m.wg.Wait()

@@ -55,6 +55,7 @@ func (m *Manager) Pause(ctx context.Context, id string) (*sandbox.Sandbox, error
 		}
 		client.Close()
 	}
+	m.meterPausing(h)
 	if err := p.Pause(ctx, h.Ref()); err != nil {
 		m.log.ErrorContext(ctx, "pausing failed; reconnecting", "sandbox", id, "err", err)
 		if _, rerr := m.resumeLocked(ctx, h, false); rerr != nil {
@@ -80,6 +81,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (*sandbox.Sandbox, erro
 	if err := p.Resume(ctx, h.Ref()); err != nil {
 		return nil, fmt.Errorf("resuming sandbox %s: %w", id, err)
 	}
+	m.meterResumed(h)
 	return m.resumeLocked(ctx, h, true)
 }
 

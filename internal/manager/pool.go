@@ -286,6 +286,7 @@ func (m *Manager) claim(ctx context.Context, h *handle.Handle, spec sandbox.Spec
 	if err != nil {
 		return nil, false, err
 	}
+	m.meterClaimed(h)
 	h.Touch()
 	// The pooled start gave it the daemon's CAs; the caller's own follow.
 	if err := installCAs(ctx, client, spec.CACerts); err != nil {

@@ -60,6 +60,17 @@ var migrations = []string{
 		hash       TEXT NOT NULL
 	)`,
 	`CREATE INDEX IF NOT EXISTS audit_sandbox ON audit(sandbox_id, seq)`,
+	// 14: what each ended sandbox used (usage.go); kept apart from the
+	// sandbox's record, and pruned by its own retention.
+	`CREATE TABLE IF NOT EXISTS usage (
+		sandbox_id TEXT PRIMARY KEY,
+		runtime    TEXT NOT NULL,
+		tags       TEXT NOT NULL DEFAULT '{}',
+		started_at INTEGER NOT NULL,
+		ended_at   INTEGER NOT NULL,
+		totals     TEXT NOT NULL
+	);
+	CREATE INDEX IF NOT EXISTS usage_ended ON usage(ended_at)`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

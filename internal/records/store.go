@@ -11,8 +11,8 @@
 // Nothing in the database is for other local users: the file and its
 // -wal and -shm are 0600, a spec's env is sealed with the daemon's key
 // (package seal) and never stored in the clear, and deleted content is
-// overwritten (secure_delete). The package imports the sandbox model and
-// the seal package, and nothing else from Corral's daemon.
+// overwritten (secure_delete). The package imports the sandbox model, the
+// seal package and the usage model, and nothing else from Corral's daemon.
 package records
 
 import (

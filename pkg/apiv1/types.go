@@ -117,6 +117,9 @@ type Sandbox struct {
 	// RuntimeInfo describes the sandbox's machine (vm: accel "kvm" or
 	// "tcg", machine, kernel, vcpus, ram_mb, boot_ms).
 	RuntimeInfo map[string]string `json:"runtime_info,omitempty"`
+	// Usage is what the sandbox used, once it ended (with usage metering
+	// on; GET /v1/sandboxes/{id}/usage has it while it lives).
+	Usage *Usage `json:"usage,omitempty"`
 	// FromSnapshot is the memory snapshot the sandbox started from.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// Volumes are the named volumes it mounts.

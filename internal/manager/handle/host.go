@@ -31,6 +31,10 @@ type Host struct {
 	// context of the change that wrote it (which names the caller) or
 	// Lifetime.
 	Audit func(ctx context.Context, id, kind, msg string, fields map[string]string)
+	// Settle, if set, is the first step of every teardown, while the
+	// sandbox's processes, cgroup and link still exist: usage metering's
+	// last reading and its record.
+	Settle func(ctx context.Context, h *Handle)
 }
 
 // Event appends to sandbox id's event log; a failure is logged, not

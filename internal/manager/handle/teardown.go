@@ -21,6 +21,9 @@ const TeardownTimeout = 60 * time.Second
 // sandbox, and cleans up after a crash or a restart, for a sandbox with a
 // record or an orphan without one. The record is not touched.
 func (h *Handle) Teardown(ctx context.Context) error {
+	if h.host.Settle != nil {
+		h.host.Settle(ctx, h)
+	}
 	if c := h.SetAgent(nil); c != nil {
 		c.Close()
 	}
