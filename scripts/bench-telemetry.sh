@@ -5,11 +5,11 @@
 # own network table, so nothing of a real daemon is touched. Prints each
 # run's corral lines and the medians of the p50s, on against off.
 #
-#   sudo scripts/bench-telemetry.sh                 # metering on vs off
-#   OFF_FLAGS="--metering=false --audit=false" sudo -E scripts/bench-telemetry.sh
+#   sudo scripts/bench-telemetry.sh      # metering and the audit trail on vs off
+#   OFF_FLAGS="--audit=false" sudo -E scripts/bench-telemetry.sh   # the trail alone
 #
 # ON_FLAGS / OFF_FLAGS are the serve flags of each side (OFF_FLAGS default
-# --metering=false; add --audit=false once the audit trail is merged), N the
+# --metering=false --audit=false), N the
 # samples per figure (default 30), ROUNDS the runs per side (default 3),
 # CORRAL_BIN a corral binary to use (default: built from this checkout).
 # On a shared test host, run it under the host lock:
@@ -20,7 +20,7 @@ STATE=${CORRAL_STATE_DIR:-/var/lib/corral}
 N=${N:-30}
 ROUNDS=${ROUNDS:-3}
 ON_FLAGS=${ON_FLAGS:-}
-OFF_FLAGS=${OFF_FLAGS:---metering=false}
+OFF_FLAGS=${OFF_FLAGS:---metering=false --audit=false}
 [ "$(id -u)" = 0 ] || { echo "bench-telemetry: needs root (sandboxes and the raw runsc baseline)" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/corral-bench-telemetry.XXXXXX)

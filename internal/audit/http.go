@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"corral/internal/reqid"
 )
 
 // Changes reports whether a request of this method can change something
@@ -33,17 +35,14 @@ func (t *Trail) Calls(face string, next http.Handler, callerOf func(*http.Reques
 			next.ServeHTTP(w, r)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &reqid.StatusWriter{ResponseWriter: w}
 		start := time.Now()
 		defer func() {
 			sb := ""
 			if sandboxOf != nil {
 				sb = sandboxOf(r)
 			}
-			status := sw.status
-			if status == 0 {
-				status = http.StatusOK
-			}
+			status := sw.Status()
 			t.Record("api", sb, caller, map[string]string{
 				"face": face, "method": r.Method, "path": r.URL.Path, "status": strconv.Itoa(status),
 				"duration_ms": strconv.FormatInt(time.Since(start).Milliseconds(), 10),
@@ -52,32 +51,3 @@ func (t *Trail) Calls(face string, next http.Handler, callerOf func(*http.Reques
 		next.ServeHTTP(sw, r)
 	})
 }
-
-// statusWriter remembers the status a handler answered with; it flushes
-// and unwraps (http.ResponseController) to the writer it wraps.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -75,13 +75,10 @@ func Middleware(next http.Handler, log *slog.Logger) http.Handler {
 		}
 		w.Header().Set(Header, id)
 		ctx := WithID(r.Context(), id)
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &StatusWriter{ResponseWriter: w}
 		t0 := time.Now()
 		next.ServeHTTP(sw, r.WithContext(ctx))
-		status := sw.status
-		if status == 0 {
-			status = http.StatusOK
-		}
+		status := sw.Status()
 		level := slog.LevelDebug
 		if status >= 400 {
 			level = slog.LevelInfo
@@ -97,28 +94,29 @@ func FromResponse(w http.ResponseWriter) string {
 	return w.Header().Get(Header)
 }
 
-// statusWriter remembers the status written, and passes on what streams
+// StatusWriter remembers the status written, and passes on what streams
 // and tunnels need (Flush, Hijack, and Unwrap for http.ResponseController).
-type statusWriter struct {
+// The audit trail's middleware uses it too.
+type StatusWriter struct {
 	http.ResponseWriter
 	status int
 }
 
-func (w *statusWriter) WriteHeader(code int) {
+func (w *StatusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
+func (w *StatusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
 }
 
-func (w *statusWriter) Flush() {
+func (w *StatusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -126,7 +124,7 @@ func (w *statusWriter) Flush() {
 
 // Hijack passes the connection on (a tunnel or an upgraded proxied
 // connection); the status is then 101, whatever the hijacker writes.
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w *StatusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	hj, ok := w.ResponseWriter.(http.Hijacker)
 	if !ok {
 		return nil, nil, errors.New("the connection cannot be hijacked")
@@ -137,4 +135,13 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return hj.Hijack()
 }
 
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Status is the status the handler answered with (200 if it wrote
+// nothing, as net/http then answers).
+func (w *StatusWriter) Status() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}

@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"corral/internal/api": {"corral/internal/agentapi", "corral/internal/audit", "corral/internal/build", "corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/image/oci",
 		"corral/internal/image/store", "corral/internal/manager", "corral/internal/netpolicy/policy", "corral/internal/sandbox", "corral/pkg/apiv1",
 		"corral/internal/reqid", "corral/internal/volume", "corral/internal/secrets", "corral/internal/usage"},
-	"corral/internal/audit": {"corral/internal/records"},
+	"corral/internal/audit": {"corral/internal/records", "corral/internal/reqid"},
 	"corral/internal/bench": {"corral/internal/cgroups", "corral/internal/mountinfo", "corral/internal/runtime/vm", "corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/build": {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/image/", "corral/internal/keylimit",
 		"corral/internal/manager", "corral/internal/sandbox", "corral/pkg/apiv1"},
