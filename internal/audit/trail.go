@@ -157,9 +157,38 @@ func (t *Trail) run() {
 	}
 }
 
-// batch is it and whatever else is queued now, up to a bound.
+// groupWindow is how long the writer gathers entries after the first
+// before it commits them: one commit (and fsync) for a burst of calls
+// instead of one per call, so the trail keeps off the exec path's CPU
+// and disk. A flush or prune is answered without waiting for it.
+const groupWindow = 50 * time.Millisecond
+
+// batch is it and what else comes within groupWindow, up to a bound.
 func (t *Trail) batch(it item) []item {
 	b := []item{it}
+	if it.entry == nil {
+		return t.drain(b)
+	}
+	timer := time.NewTimer(groupWindow)
+	defer timer.Stop()
+	for len(b) < 512 {
+		select {
+		case more := <-t.in:
+			b = append(b, more)
+			if more.entry == nil {
+				return t.drain(b)
+			}
+		case <-timer.C:
+			return b
+		case <-t.stop:
+			return t.drain(b)
+		}
+	}
+	return b
+}
+
+// drain adds to b whatever is queued now, up to the bound.
+func (t *Trail) drain(b []item) []item {
 	for len(b) < 512 {
 		select {
 		case more := <-t.in:
