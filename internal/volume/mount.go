@@ -100,10 +100,14 @@ func (s *Store) Release(ctx context.Context, name string) error {
 // fsck checks img before a mount: a host crash while it was mounted, or
 // a guest killed while it wrote, may leave it needing a journal replay or
 // a repair ext4 would refuse to mount without. -p repairs what is safe.
+// -f checks every time, not only when the file system says it is unclean:
+// a vm guest writes the image's raw blocks, so its metadata (a "clean"
+// flag included) is the guest's word until checked, and the host kernel is
+// about to parse it (docs/SECURITY.md, "Volumes").
 func fsck(ctx context.Context, name, img string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "e2fsck", "-p", img).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "e2fsck", "-f", "-p", img).CombinedOutput()
 	var ee *exec.ExitError
 	// 1: errors corrected; anything above is left for an operator.
 	if err != nil && (!errors.As(err, &ee) || ee.ExitCode() > 1) {
