@@ -11,13 +11,13 @@ import (
 )
 
 func TestEntrypointTimeoutAndKill(t *testing.T) {
+	d := startDaemon(t) // one daemon serves both runtimes
 	for _, rt := range runtimes {
-		t.Run(rt, func(t *testing.T) { testEntrypointTimeoutAndKill(t, rt) })
+		t.Run(rt, func(t *testing.T) { testEntrypointTimeoutAndKill(t, d, rt) })
 	}
 }
 
-func testEntrypointTimeoutAndKill(t *testing.T, rt string) {
-	d := startDaemon(t)
+func testEntrypointTimeoutAndKill(t *testing.T, d *daemon, rt string) {
 	tests := []struct {
 		name     string
 		args     []string
