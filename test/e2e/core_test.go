@@ -220,10 +220,7 @@ func TestLifetimeAcrossRestart(t *testing.T) {
 	ids := map[string]string{}
 	var ends time.Time // the latest end of the spec's timeouts
 	for _, rt := range runtimes {
-		// 8 s covers the moment from create to the extension below (well
-		// under a second) with a margin for a slow host; the test then
-		// waits out what is left of it after the restart.
-		ids[rt] = d.create("--runtime", rt, "--timeout", "8s", "--name", "life-"+rt)
+		ids[rt] = d.create("--runtime", rt, "--timeout", "25s", "--name", "life-"+rt)
 		sb, err := d.client.Get(context.Background(), ids[rt])
 		if err != nil {
 			t.Fatal(err)
