@@ -410,9 +410,19 @@ while True:
 	if _, errs, code := d.cli(fake, "exec", later, "--", "sh", "-c", "cat > /root/fake.py"); code != 0 {
 		t.Fatalf("writing the impostor: %s", errs)
 	}
+	sock := filepath.Join(d.state, "sandboxes", later, "chan", "agent.sock")
+	agentSock, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d.mustCLI("exec", later, "-d", "--", "sh", "-c", "sleep 2; exec python3 /root/fake.py")
 	d.kill9()
-	time.Sleep(4 * time.Second)
+	// The impostor's socket is a new file at the agent's path; it listens
+	// as soon as it is bound.
+	waitUntil(t, 30*time.Second, "the impostor's socket", func() bool {
+		fi, err := os.Stat(sock)
+		return err == nil && !os.SameFile(fi, agentSock)
+	})
 	d.start()
 	checkChannelLost(t, d, later, "", 2*time.Minute)
 

@@ -74,22 +74,28 @@ s.socket = ctx.wrap_socket(s.socket, server_side=True)
 s.serve_forever()
 `
 
-// startTLSServer puts ca's server certificate into the sandbox and serves
-// HTTPS with it on port, on the sandbox's own loopback.
-func startTLSServer(t *testing.T, d *daemon, id string, ca testCA, port string) {
+// startTLSServers puts each CA's server certificate into the sandbox and
+// serves HTTPS with it on its port (the key of servers), on the sandbox's
+// own loopback; the servers start together.
+func startTLSServers(t *testing.T, d *daemon, id string, servers map[string]testCA) {
 	t.Helper()
 	dir := t.TempDir()
-	for name, b := range map[string][]byte{"srv.py": []byte(tlsServerPy), "srv.crt": ca.srvCertPEM, "srv.key": ca.srvKeyPEM} {
-		local := filepath.Join(dir, name)
-		if err := os.WriteFile(local, b, 0o600); err != nil {
-			t.Fatal(err)
+	var launch, wait []string
+	for port, ca := range servers {
+		for name, b := range map[string][]byte{"srv.py": []byte(tlsServerPy), "srv.crt": ca.srvCertPEM, "srv.key": ca.srvKeyPEM} {
+			local := filepath.Join(dir, port+name)
+			if err := os.WriteFile(local, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d.mustCLI("fs", "put", id, local, "/srv/"+port+"/"+name)
 		}
-		d.mustCLI("fs", "put", id, local, "/srv/"+port+"/"+name)
+		launch = append(launch, "(cd /srv/"+port+" && echo served > index.html && "+
+			"setsid python3 srv.py "+port+" srv.crt srv.key >srv.log 2>&1 </dev/null &)")
+		// Up when an unverified request gets through.
+		wait = append(wait, "(for i in $(seq 100); do curl -ksf https://127.0.0.1:"+port+"/ >/dev/null && exit 0; sleep 0.2; done; cat /srv/"+port+"/srv.log; exit 1)")
 	}
-	d.mustCLI("exec", id, "--", "sh", "-c", "cd /srv/"+port+" && echo served > index.html && "+
-		"setsid python3 srv.py "+port+" srv.crt srv.key >srv.log 2>&1 </dev/null &")
-	// Up when an unverified request gets through.
-	d.mustCLI("exec", id, "--", "sh", "-c", "for i in $(seq 100); do curl -ksf https://127.0.0.1:"+port+"/ >/dev/null && exit 0; sleep 0.2; done; cat /srv/"+port+"/srv.log; exit 1")
+	d.mustCLI("exec", id, "--", "sh", "-c", strings.Join(launch, "; "))
+	d.mustCLI("exec", id, "--", "sh", "-c", "set -e; "+strings.Join(wait, "; "))
 }
 
 // --ca-cert (per sandbox) and serve --ca-cert (the daemon's default) put
@@ -123,8 +129,7 @@ func TestCACerts(t *testing.T) {
 			with := d.create("--runtime", rt, "--ca-cert", ownFile)
 			without := d.create("--runtime", rt)
 			for _, id := range []string{with, without} {
-				startTLSServer(t, d, id, daemonCA, "8443")
-				startTLSServer(t, d, id, ownCA, "8444")
+				startTLSServers(t, d, id, map[string]testCA{"8443": daemonCA, "8444": ownCA})
 			}
 			for _, id := range []string{with, without} {
 				if out, code := curl(id, "8443"); code != 0 || out != "served\n" {
@@ -176,8 +181,7 @@ func TestCACertsWarmPool(t *testing.T) {
 	if _, body := d.api("GET", "/v1/version", d.token, ""); !strings.Contains(body, `"hits":1`) {
 		t.Fatalf("the create did not take the pooled sandbox: %s", body)
 	}
-	startTLSServer(t, d, id, daemonCA, "8443")
-	startTLSServer(t, d, id, ownCA, "8444")
+	startTLSServers(t, d, id, map[string]testCA{"8443": daemonCA, "8444": ownCA})
 	for _, port := range []string{"8443", "8444"} {
 		if out, errs, code := d.cli("", "exec", id, "--", "curl", "-sS", "https://localhost:"+port+"/"); code != 0 || out != "served\n" {
 			t.Errorf("curl on %s from a claimed sandbox: exit %d, %q %q", port, code, out, errs)

@@ -75,7 +75,9 @@ awk '$2 == "00000000" { print $3 }' /proc/net/route; cat /srv/state; cat /tmp/co
 			t.Errorf("copy %d reads %q, want %q", i, f[5], want)
 		}
 		n1, _ := strconv.Atoi(f[6])
-		if n2, _ := strconv.Atoi(strings.TrimSpace(d.mustCLI("exec", c, "--", "sh", "-c", "sleep 0.6; cat /tmp/count"))); n1 < 5 || n2 <= n1 {
+		// Waits (5 s at most) for the counter to pass n1, then reads it.
+		next := "for i in $(seq 50); do [ \"$(cat /tmp/count)\" -gt " + strconv.Itoa(n1) + " ] && break; sleep 0.1; done; cat /tmp/count"
+		if n2, _ := strconv.Atoi(strings.TrimSpace(d.mustCLI("exec", c, "--", "sh", "-c", next))); n1 < 5 || n2 <= n1 {
 			t.Errorf("copy %s: the parent's counter did not come along running (%d, then %d)", c, n1, n2)
 		}
 		for k, v := range map[string]string{"machine id": f[1], "urandom": f[3], "gateway": f[4]} {

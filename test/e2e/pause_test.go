@@ -35,7 +35,8 @@ head -c 100000000 /dev/urandom > /root/big
 mkdir -p /root/small && for i in $(seq 1 1000); do echo "file $i $RANDOM" > /root/small/$i; done
 setsid sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.2; done' </dev/null >/dev/null 2>&1 &
 setsid python3 -m http.server 8080 --directory /root/small </dev/null >/dev/null 2>&1 &
-sleep 2`
+for i in $(seq 200); do test -s /tmp/count && curl -sf http://127.0.0.1:8080/1 >/dev/null && exit 0; sleep 0.1; done
+exit 1`
 	d.mustCLI("exec", id, "--", "sh", "-c", setup)
 	sums := func() string {
 		return d.mustCLI("exec", id, "--", "sh", "-c", "sha256sum /root/big; cat /root/small/* | sha256sum")
@@ -70,7 +71,9 @@ sleep 2`
 		if err := json.Unmarshal([]byte(d.mustCLI("inspect", id)), &sb); err != nil || sb.State != "paused" {
 			t.Errorf("round %d: inspect says %q (%v)", round, sb.State, err)
 		}
-		time.Sleep(2 * time.Second)
+		// Paused for a second (five ticks, more than the bound's margin
+		// of two); the restart round is paused longer.
+		time.Sleep(time.Second)
 		if restart {
 			d.stop()
 			d.start()
@@ -85,9 +88,12 @@ sleep 2`
 			t.Errorf("round %d: the counter was %d before the pause and %d after (at most %d in the %s it ran): it did not continue where it was",
 				round, c1, c2, most, ran.Round(time.Millisecond))
 		}
-		time.Sleep(time.Second)
-		if c3 := count(); c3 <= c2 {
-			t.Errorf("round %d: the counter stopped after the resume (%d, then %d)", round, c2, c3)
+		c3 := count()
+		for deadline := time.Now().Add(5 * time.Second); c3 <= c2 && time.Now().Before(deadline); c3 = count() {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if c3 <= c2 {
+			t.Errorf("round %d: the counter stopped after the resume (%d, then %d for 5 s)", round, c2, c3)
 		}
 		if after := sums(); after != before {
 			t.Errorf("round %d: files changed across the pause:\n%s\n%s", round, before, after)
