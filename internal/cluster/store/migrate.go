@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// migrateLock is the advisory lock key every instance takes before
+// migrating; a transaction-scoped lock, so a crash mid-way frees it.
+const migrateLock = 0x636f7272616c01 // "corral" 1
+
+// migrations are the schema's versions, in order: version i+1 is
+// migrations[i]. Append only; a released one never changes.
+var migrations = []string{
+	// 1: nodes and placements.
+	`CREATE TABLE nodes (
+		id               text PRIMARY KEY,
+		address          text NOT NULL,
+		cpu_milli        bigint NOT NULL,
+		memory_mb        bigint NOT NULL,
+		disk_mb          bigint NOT NULL,
+		max_sandboxes    integer NOT NULL,
+		runtimes         text[] NOT NULL,
+		kvm              boolean NOT NULL,
+		labels           jsonb NOT NULL DEFAULT '{}',
+		credential_nonce text NOT NULL,
+		credential_hash  text NOT NULL,
+		state            text NOT NULL CHECK (state IN ('ready', 'lost')),
+		joined_at        timestamptz NOT NULL DEFAULT now(),
+		heartbeat_at     timestamptz NOT NULL DEFAULT now(),
+		lost_at          timestamptz
+	);
+	CREATE TABLE placements (
+		id         text PRIMARY KEY,
+		node_id    text NOT NULL REFERENCES nodes (id),
+		state      text NOT NULL CHECK (state IN ('reserved', 'placed', 'lost', 'ended')),
+		runtime    text NOT NULL,
+		cpu_milli  bigint NOT NULL,
+		memory_mb  bigint NOT NULL,
+		disk_mb    bigint NOT NULL,
+		reaped     boolean NOT NULL DEFAULT false,
+		created_at timestamptz NOT NULL DEFAULT now(),
+		updated_at timestamptz NOT NULL DEFAULT now()
+	);
+	CREATE INDEX placements_node_live ON placements (node_id) WHERE state IN ('reserved', 'placed');
+	CREATE INDEX placements_node_lost ON placements (node_id) WHERE state = 'lost' AND NOT reaped;`,
+}
+
+// Migrate brings the schema to the newest version. Several instances may
+// call it at once: each takes a transaction-scoped advisory lock first, so
+// one applies what is missing and the others then find nothing to do.
+func (s *Store) Migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
+			return fmt.Errorf("migrating the cluster database: locking: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return fmt.Errorf("migrating the cluster database: %w", err)
+		}
+		var have int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+			return fmt.Errorf("migrating the cluster database: %w", err)
+		}
+		if have > len(migrations) {
+			return fmt.Errorf("the cluster database's schema is version %d, newer than this binary's %d: upgrade corral", have, len(migrations))
+		}
+		for v := have + 1; v <= len(migrations); v++ {
+			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
+				return fmt.Errorf("migrating the cluster database to version %d: %w", v, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v); err != nil {
+				return fmt.Errorf("migrating the cluster database to version %d: %w", v, err)
+			}
+		}
+		return nil
+	})
+}
+
+// SchemaVersion is the version the database is at.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
