@@ -19,6 +19,7 @@ func newServeCmd() *cobra.Command {
 	var caCerts []string
 	var auditOn bool
 	var metering bool
+	var cluster clusterFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Corral daemon",
@@ -43,6 +44,14 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			cfg.Version = version
+			if err := cluster.apply(&cfg); err != nil {
+				return err
+			}
+			if cluster.control {
+				ctx, cancel := cmdContext()
+				defer cancel()
+				return runControl(ctx, cluster, cfg.Listen, cfg.Logger)
+			}
 			cfg.AuditOff = !auditOn
 			if cfg.CACerts, err = readCACerts(caCerts); err != nil {
 				return err
@@ -94,6 +103,7 @@ func newServeCmd() *cobra.Command {
 	f.StringSliceVar(&cfg.Net.DNSUpstream, "dns-upstream", nil, "upstream resolvers host:port (default: /etc/resolv.conf)")
 	f.Var(prefixesValue{&cfg.Net.OperatorAllowed}, "allow-range", "re-open an always-denied range for every sandbox (repeatable)")
 	addShareFlags(f, &cfg.Shares)
+	addClusterFlags(f, &cluster)
 	return cmd
 }
 

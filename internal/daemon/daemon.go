@@ -26,6 +26,7 @@ import (
 	"corral/internal/api"
 	"corral/internal/audit"
 	"corral/internal/build"
+	"corral/internal/cluster/node"
 	"corral/internal/e2b"
 	"corral/internal/e2b/envd"
 	imagestore "corral/internal/image/store"
@@ -116,6 +117,9 @@ type Config struct {
 	// how long its entries are kept (zero: forever).
 	AuditOff       bool
 	AuditRetention time.Duration
+	// Cluster, when its DB is set, makes this daemon a node of a cluster
+	// (cluster.go).
+	Cluster node.Config
 }
 
 // metricsInterval maps the daemon's flag (0: off) to the manager's
@@ -240,7 +244,16 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		envdFace = reqid.Middleware(envdFace, log)
 	}
-	return serve(ctx, cfg, handler(m, builder, token, cfg, trail, log, tel), envdFace, metricsFace(cfg, tel))
+	h := handler(m, builder, token, cfg, trail, log, tel)
+	if cfg.Cluster.DB != "" {
+		nd, err := joinCluster(ctx, cfg, m, token)
+		if err != nil {
+			return err
+		}
+		defer nd.Close()
+		h = nd.Handler(h)
+	}
+	return serve(ctx, cfg, h, envdFace, metricsFace(cfg, tel))
 }
 
 // handler is the API listener's: the native API, E2B's control API under

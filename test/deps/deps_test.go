@@ -21,7 +21,7 @@ import (
 // kernel, initramfs and disks the vm backend builds; inproc (a runtime for
 // tests) is imported by tests only.
 var allowed = map[string][]string{
-	"corral/cmd/corral": {"corral/internal/agent", "corral/internal/audit", "corral/internal/bench", "corral/internal/daemon",
+	"corral/cmd/corral": {"corral/internal/agent", "corral/internal/audit", "corral/internal/bench", "corral/internal/cluster/control", "corral/internal/daemon",
 		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/mcp", "corral/internal/secrets", "corral/internal/selftest", "corral/internal/selftest/probe", "corral/internal/vminit",
 		"corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/agent":             {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/image/dirtar"},
@@ -37,8 +37,14 @@ var allowed = map[string][]string{
 	"corral/internal/boundfs": {},
 	"corral/internal/cgroups": {"corral/internal/mountinfo"},
 	"corral/internal/cleanup": {},
-	"corral/internal/mcp":     {"corral/pkg/apiv1", "corral/sdk/go/corral"},
-	"corral/internal/daemon": {"corral/internal/api", "corral/internal/audit", "corral/internal/build", "corral/internal/e2b", "corral/internal/e2b/envd", "corral/internal/image/store", "corral/internal/manager", "corral/internal/mcp",
+	"corral/internal/cluster/control": {"corral/internal/cluster/nodeauth", "corral/internal/cluster/store", "corral/internal/errdefs", "corral/internal/reqid",
+		"corral/internal/sandbox", "corral/pkg/apiv1"},
+	"corral/internal/cluster/node":     {"corral/internal/cluster/nodeauth", "corral/internal/cluster/store", "corral/internal/manager", "corral/internal/sandbox"},
+	"corral/internal/cluster/nodeauth": {},
+	"corral/internal/cluster/pgtest":   {},
+	"corral/internal/cluster/store":    {"corral/internal/errdefs"},
+	"corral/internal/mcp":              {"corral/pkg/apiv1", "corral/sdk/go/corral"},
+	"corral/internal/daemon": {"corral/internal/api", "corral/internal/audit", "corral/internal/build", "corral/internal/cluster/node", "corral/internal/e2b", "corral/internal/e2b/envd", "corral/internal/image/store", "corral/internal/manager", "corral/internal/mcp",
 		"corral/internal/netpolicy/", "corral/internal/netpolicy", "corral/internal/records", "corral/internal/runtime", "corral/internal/sandbox",
 		"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/seal", "corral/internal/reqid", "corral/internal/telemetry", "corral/internal/volume"},
 	"corral/internal/e2b": {"corral/internal/build", "corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/manager",

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"corral/internal/cluster/control"
+	"corral/internal/daemon"
+)
+
+// clusterFlags are `corral serve`'s cluster roles: --node (a daemon that
+// joins a cluster) or --control (a stateless control plane); neither is
+// the single machine, which needs no database.
+type clusterFlags struct {
+	node, control bool
+	db            string
+	joinTokenFile string
+	name, address string
+	labels        []string
+	heartbeat     time.Duration
+	lostAfter     time.Duration
+	tokenFile     string
+}
+
+func addClusterFlags(f *pflag.FlagSet, c *clusterFlags) {
+	f.BoolVar(&c.node, "node", false, "run as a node of a cluster (needs --cluster-db, --join-token-file, --node-name, --node-address)")
+	f.BoolVar(&c.control, "control", false, "run as a stateless control plane of a cluster (needs --cluster-db, --join-token-file, --token-file); serves the API on --listen")
+	f.StringVar(&c.db, "cluster-db", "", "the cluster's PostgreSQL, as a URL (postgres://user@host/db) or key=value string")
+	f.StringVar(&c.joinTokenFile, "join-token-file", "", "a file holding the cluster's join token (at least 16 bytes), the same for nodes and control planes")
+	f.StringVar(&c.name, "node-name", "", "this node's name in the cluster")
+	f.StringVar(&c.address, "node-address", "", "the base URL control planes reach this node's API at (http://host:port)")
+	f.StringArrayVar(&c.labels, "node-label", nil, "a label of this node, key=value (repeatable); creates select nodes by labels with node_selector")
+	f.DurationVar(&c.heartbeat, "heartbeat", 5*time.Second, "time between a node's heartbeats")
+	f.DurationVar(&c.lostAfter, "node-lost-after", 30*time.Second, "a control plane marks a node silent for longer than this lost, and its sandboxes with it")
+	f.StringVar(&c.tokenFile, "token-file", "", "a control plane's API token, the one its callers present (at least 16 bytes)")
+}
+
+// apply checks the roles' flags and puts a node's into cfg.
+func (c *clusterFlags) apply(cfg *daemon.Config) error {
+	switch {
+	case c.node && c.control:
+		return fmt.Errorf("--node and --control are two roles: run two processes")
+	case (c.node || c.control) && c.db == "":
+		return fmt.Errorf("--node and --control need --cluster-db")
+	case !c.node && !c.control && c.db != "":
+		return fmt.Errorf("--cluster-db needs --node or --control")
+	case c.heartbeat <= 0 || c.lostAfter <= c.heartbeat:
+		return fmt.Errorf("--heartbeat %s and --node-lost-after %s: both positive, the bound longer than the heartbeat", c.heartbeat, c.lostAfter)
+	}
+	if !c.node {
+		return nil
+	}
+	labels := map[string]string{}
+	for _, l := range c.labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" || len(k) > 63 || len(v) > 63 {
+			return fmt.Errorf("--node-label %q: want key=value, a key of 1 to 63 bytes and a value of at most 63", l)
+		}
+		labels[k] = v
+	}
+	cfg.Cluster.DB, cfg.Cluster.Name, cfg.Cluster.Address = c.db, c.name, c.address
+	cfg.Cluster.JoinTokenFile, cfg.Cluster.Labels, cfg.Cluster.Heartbeat = c.joinTokenFile, labels, c.heartbeat
+	return nil
+}
+
+func runControl(ctx context.Context, c clusterFlags, listen string, log *slog.Logger) error {
+	return control.Run(ctx, control.Config{Listen: listen, DB: c.db, TokenFile: c.tokenFile, JoinTokenFile: c.joinTokenFile,
+		LostAfter: c.lostAfter, Version: version, Log: log})
+}

@@ -1,0 +1,218 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	"corral/internal/cluster/nodeauth"
+	"corral/internal/cluster/store"
+	"corral/internal/errdefs"
+	"corral/internal/reqid"
+	"corral/internal/sandbox"
+	"corral/pkg/apiv1"
+)
+
+// maxCreateBody bounds a create's body (a spec with its env and files
+// list, not files).
+const maxCreateBody = 1 << 20
+
+// createTries is how many nodes a create tries before it gives up.
+const createTries = 3
+
+// selectorField is the control plane's own field of a create: the labels
+// the node must carry. It is taken out before the body goes to the node.
+const selectorField = "node_selector"
+
+// create places a sandbox: it reserves room on a node (store.Reserve),
+// forwards the create there and binds the reservation to the sandbox's
+// id. A node that cannot be reached or is full is left for another.
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	body, req, err := s.readCreate(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var tried []string
+	for range createTries {
+		req.Exclude = tried
+		p, err := s.st.Reserve(r.Context(), req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		tried = append(tried, p.Node.ID)
+		resp, err := s.forwardCreate(r, p.Node, body)
+		if err != nil {
+			s.release(r.Context(), p)
+			s.log.WarnContext(r.Context(), "a node failed a create; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
+			continue
+		}
+		if resp.status == http.StatusTooManyRequests || resp.status == http.StatusServiceUnavailable {
+			s.release(r.Context(), p)
+			s.log.InfoContext(r.Context(), "a node refused a create; trying another", "op", "cluster", "node", p.Node.ID, "status", resp.status)
+			continue
+		}
+		s.finishCreate(w, r, p, resp)
+		return
+	}
+	writeError(w, fmt.Errorf("%w: creating a sandbox: the nodes tried (%v) failed or refused it", errdefs.ErrUnavailable, tried))
+}
+
+// readCreate reads a create's body: the body for the node (without the
+// selector) and what to reserve. The node validates the spec itself;
+// this reads only what placement needs.
+func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, store.Request, error) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCreateBody))
+	if err != nil {
+		return nil, store.Request{}, fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return nil, store.Request{}, fmt.Errorf("%w: body: want a JSON object", errdefs.ErrInvalidArgument)
+	}
+	var labels map[string]string
+	if sel, ok := fields[selectorField]; ok {
+		if err := json.Unmarshal(sel, &labels); err != nil {
+			return nil, store.Request{}, errdefs.Invalid(selectorField, "want an object of string labels")
+		}
+		for k, v := range labels {
+			if k == "" || len(k) > 63 || len(v) > 63 {
+				return nil, store.Request{}, errdefs.Invalid(selectorField, "label %q: a key of 1 to 63 bytes and a value of at most 63", k)
+			}
+		}
+		delete(fields, selectorField)
+		if raw, err = json.Marshal(fields); err != nil {
+			return nil, store.Request{}, err
+		}
+	}
+	var spec apiv1.CreateSandboxRequest
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return nil, store.Request{}, fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
+	}
+	req := store.Request{Runtime: spec.Runtime, CPUMilli: milli(spec.CPU, sandbox.DefaultCPU), MemoryMB: orDefault(spec.MemoryMB, sandbox.DefaultMemoryMB),
+		DiskMB: orDefault(spec.DiskMB, sandbox.DefaultDiskMB), Labels: labels, FreshWithin: s.cfg.LostAfter}
+	if req.Runtime == "" {
+		req.Runtime = sandbox.Runtimes[0]
+	}
+	if !slices.Contains(sandbox.Runtimes, req.Runtime) {
+		return nil, store.Request{}, errdefs.Invalid("runtime", "want one of %v, got %q", sandbox.Runtimes, req.Runtime)
+	}
+	return raw, req, nil
+}
+
+func milli(cpu, def float64) int64 {
+	if cpu <= 0 || math.IsNaN(cpu) || cpu > 1e6 {
+		cpu = def
+	}
+	return int64(math.Ceil(cpu * 1000))
+}
+
+func orDefault(v, def int64) int64 {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// nodeAnswer is a node's answer to a create, read whole (a sandbox's
+// record or an error body).
+type nodeAnswer struct {
+	status      int
+	contentType string
+	body        []byte
+}
+
+// forwardCreate sends the create to node n; an error means the node did
+// not answer.
+func (s *Server) forwardCreate(r *http.Request, n store.Node, body []byte) (nodeAnswer, error) {
+	target, cred, err := s.nodeTarget(n)
+	if err != nil {
+		return nodeAnswer{}, err
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, target.JoinPath("/v1/sandboxes").String(), bytes.NewReader(body))
+	if err != nil {
+		return nodeAnswer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(nodeauth.Header, cred)
+	if id := reqid.FromContext(r.Context()); id != "" {
+		req.Header.Set(reqid.Header, id)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nodeAnswer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nodeAnswer{}, err
+	}
+	return nodeAnswer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: b}, nil
+}
+
+// finishCreate binds the reservation to the created sandbox and relays the
+// node's answer; a failed create gives the room back.
+func (s *Server) finishCreate(w http.ResponseWriter, r *http.Request, p store.Placement, a nodeAnswer) {
+	if a.status != http.StatusCreated {
+		s.release(r.Context(), p)
+		relay(w, a)
+		return
+	}
+	var sb apiv1.Sandbox
+	if err := json.Unmarshal(a.body, &sb); err != nil || sb.ID == "" {
+		s.release(r.Context(), p)
+		writeError(w, fmt.Errorf("%w: node %s answered a create with no sandbox id", errdefs.ErrUnavailable, p.Node.ID))
+		return
+	}
+	ctx := context.WithoutCancel(r.Context())
+	if err := s.st.Bind(ctx, p.ID, sb.ID); err != nil {
+		// Its node was lost meanwhile: what it made goes.
+		s.removeOnNode(ctx, p.Node, sb.ID)
+		writeError(w, err)
+		return
+	}
+	relay(w, a)
+}
+
+func relay(w http.ResponseWriter, a nodeAnswer) {
+	if a.contentType != "" {
+		w.Header().Set("Content-Type", a.contentType)
+	}
+	w.WriteHeader(a.status)
+	_, _ = w.Write(a.body)
+}
+
+func (s *Server) release(ctx context.Context, p store.Placement) {
+	if err := s.st.Release(context.WithoutCancel(ctx), p.ID); err != nil {
+		s.log.Warn("releasing a reservation", "op", "cluster", "reservation", p.ID, "err", err)
+	}
+}
+
+// removeOnNode terminates sandbox id on node n, best effort.
+func (s *Server) removeOnNode(ctx context.Context, n store.Node, id string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	target, cred, err := s.nodeTarget(n)
+	if err == nil {
+		var req *http.Request
+		req, err = http.NewRequestWithContext(ctx, http.MethodDelete, target.JoinPath("/v1/sandboxes", id).String()+"?wait=false", nil)
+		if err == nil {
+			req.Header.Set(nodeauth.Header, cred)
+			var resp *http.Response
+			if resp, err = s.client.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Warn("removing a sandbox whose placement failed", "op", "cluster", "sandbox", id, "node", n.ID, "err", err)
+	}
+}

@@ -1,0 +1,90 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+
+	"corral/internal/cluster/nodeauth"
+	"corral/internal/cluster/store"
+	"corral/internal/errdefs"
+)
+
+// proxy passes a call on sandbox {id} to the node that runs it. With
+// credential, the caller's token (already checked) is replaced by the
+// node's credential; without (an exposed port: the port token is the
+// node's to check), the request goes as it came. Streams pass through
+// as they are written (FlushInterval -1); upgrades (PTY, tunnels) are
+// spliced; TCP's own flow control is the backpressure.
+func (s *Server) proxy(credential bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		p, err := s.st.Lookup(r.Context(), id)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if p.State == store.Lost {
+			writeError(w, lostError(p))
+			return
+		}
+		target, cred, err := s.nodeTarget(p.Node)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		rp := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				pr.Out.Host = target.Host
+				pr.Out.Header.Del(nodeauth.Header)
+				if credential {
+					pr.Out.Header.Del("Authorization")
+					pr.Out.Header.Set(nodeauth.Header, cred)
+				}
+			},
+			Transport:     s.client.Transport,
+			FlushInterval: -1,
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				if errors.Is(err, context.Canceled) {
+					return
+				}
+				writeError(w, fmt.Errorf("%w: sandbox %s: its node %s does not answer: %v", errdefs.ErrUnavailable, id, p.Node.ID, err))
+			},
+			ModifyResponse: func(resp *http.Response) error {
+				if r.Method == http.MethodDelete && r.URL.Path == "/v1/sandboxes/"+id && resp.StatusCode < 300 {
+					// Its room on the node is free again.
+					if err := s.st.End(context.WithoutCancel(r.Context()), p.ID); err != nil {
+						s.log.Warn("recording a sandbox's end", "op", "cluster", "sandbox", p.ID, "err", err)
+					}
+				}
+				return nil
+			},
+		}
+		rp.ServeHTTP(w, r)
+	}
+}
+
+// lostError is the answer for a sandbox whose node was lost.
+func lostError(p store.Placement) error {
+	return fmt.Errorf("%w: sandbox %s is lost: its node %s stopped answering and was marked lost at %s; the cluster gave the sandbox up",
+		errdefs.ErrFailedPrecondition, p.ID, p.Node.ID, p.Updated.UTC().Format("2006-01-02T15:04:05Z"))
+}
+
+// nodeTarget is node n's API base URL and the credential that opens it,
+// checked against the hash the node registered (a control plane given
+// another cluster's join token finds out here, not at the node).
+func (s *Server) nodeTarget(n store.Node) (*url.URL, string, error) {
+	u, err := url.Parse(n.Address)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, "", fmt.Errorf("%w: node %s's address %q is not an http(s) URL", errdefs.ErrUnavailable, n.ID, n.Address)
+	}
+	cred := nodeauth.Credential(s.join, n.ID, n.CredentialNonce)
+	if !nodeauth.Equal(nodeauth.Hash(cred), n.CredentialHash) {
+		return nil, "", fmt.Errorf("%w: node %s's credential does not derive from this control plane's join token (a different --join-token-file?)", errdefs.ErrUnavailable, n.ID)
+	}
+	return u, cred, nil
+}

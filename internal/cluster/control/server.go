@@ -1,0 +1,159 @@
+package control
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"corral/internal/cluster/store"
+	"corral/internal/errdefs"
+	"corral/internal/reqid"
+	"corral/pkg/apiv1"
+)
+
+// Server is the control plane's HTTP API.
+type Server struct {
+	st     *store.Store
+	token  string
+	join   string
+	cfg    Config
+	log    *slog.Logger
+	mux    *http.ServeMux
+	client *http.Client // to nodes
+}
+
+func newServer(st *store.Store, token, join string, cfg Config) *Server {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	s := &Server{st: st, token: token, join: join, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(), client: &http.Client{Transport: tr}}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	s.mux.HandleFunc("GET /v1/version", s.auth(s.version))
+	s.mux.HandleFunc("GET /v1/cluster/nodes", s.auth(s.nodes))
+	s.mux.HandleFunc("POST /v1/sandboxes", s.auth(s.create))
+	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.list))
+	// Exposed ports authorise with the sandbox's port token on the node.
+	s.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{path...}", s.proxy(false))
+	s.mux.HandleFunc("GET /v1/sandboxes/{id}/tunnel/{port}", s.proxy(false))
+	s.mux.HandleFunc("/v1/sandboxes/{id}", s.auth(s.proxy(true)))
+	s.mux.HandleFunc("/v1/sandboxes/{id}/{rest...}", s.auth(s.proxy(true)))
+	s.mux.HandleFunc("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("%w: %s %s is not served by the control plane yet (docs/CLUSTER.md)", errdefs.ErrNotSupported, r.Method, r.URL.Path))
+	}))
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || got == "" {
+			writeError(w, fmt.Errorf("%w: missing bearer token (Authorization: Bearer <token>)", errdefs.ErrUnauthenticated))
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+			writeError(w, fmt.Errorf("%w: wrong token", errdefs.ErrUnauthenticated))
+			return
+		}
+		next(w, r)
+	}
+}
+
+// version names the runtimes some ready node offers.
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	ns, err := s.st.Nodes(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	v := apiv1.Version{Version: s.cfg.Version, Runtimes: []string{}}
+	for _, n := range ns {
+		if n.State != store.NodeReady {
+			continue
+		}
+		for _, rt := range n.Runtimes {
+			if !slices.Contains(v.Runtimes, rt) {
+				v.Runtimes = append(v.Runtimes, rt)
+			}
+		}
+	}
+	slices.Sort(v.Runtimes)
+	writeJSON(w, http.StatusOK, v)
+}
+
+// ClusterNode is one node in GET /v1/cluster/nodes.
+type ClusterNode struct {
+	ID           string            `json:"id"`
+	Address      string            `json:"address"`
+	State        string            `json:"state"`
+	Runtimes     []string          `json:"runtimes"`
+	KVM          bool              `json:"kvm"`
+	Labels       map[string]string `json:"labels"`
+	CPU          float64           `json:"cpu"`
+	MemoryMB     int64             `json:"memory_mb"`
+	DiskMB       int64             `json:"disk_mb"`
+	MaxSandboxes int               `json:"max_sandboxes"`
+	// Placed sums the requests of the sandboxes placed there.
+	PlacedCPU      float64 `json:"placed_cpu"`
+	PlacedMemoryMB int64   `json:"placed_memory_mb"`
+	PlacedDiskMB   int64   `json:"placed_disk_mb"`
+	Sandboxes      int     `json:"sandboxes"`
+	Heartbeat      string  `json:"heartbeat"`
+	LostAt         string  `json:"lost_at,omitempty"`
+}
+
+func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
+	ns, err := s.st.Nodes(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	uses, err := s.st.Uses(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := []ClusterNode{}
+	for _, n := range ns {
+		u := uses[n.ID]
+		c := ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Runtimes: n.Runtimes, KVM: n.KVM, Labels: n.Labels,
+			CPU: float64(n.CPUMilli) / 1000, MemoryMB: n.MemoryMB, DiskMB: n.DiskMB, MaxSandboxes: n.MaxSandboxes,
+			PlacedCPU: float64(u.CPUMilli) / 1000, PlacedMemoryMB: u.MemoryMB, PlacedDiskMB: u.DiskMB, Sandboxes: u.Sandboxes,
+			Heartbeat: n.Heartbeat.UTC().Format("2006-01-02T15:04:05.000Z")}
+		if n.LostAt != nil {
+			c.LostAt = n.LostAt.UTC().Format("2006-01-02T15:04:05.000Z")
+		}
+		out = append(out, c)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": out})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers with err translated once: its kind's status, and the
+// body every Corral API error has.
+// An internal error's message (the database's words) is not shown.
+func writeError(w http.ResponseWriter, err error) {
+	status := errdefs.HTTPStatus(err)
+	wire := errdefs.ToWire(err)
+	if status == http.StatusInternalServerError {
+		slog.Warn("control plane request failed", "op", "cluster", "err", err, "request_id", reqid.FromResponse(w))
+		wire.Error.Message = "internal error"
+	}
+	writeJSON(w, status, wire)
+}

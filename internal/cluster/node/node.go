@@ -1,0 +1,213 @@
+// Package node is the cluster side of `corral serve --node`: it joins the
+// cluster (registers the daemon's capacity, runtimes and labels under its
+// name and credential), heartbeats with the sandboxes it runs, terminates
+// those the cluster gave up on while it was lost, and lets control
+// planes in with the node's credential (nodeauth) instead of the API
+// token. The daemon runs sandboxes exactly as it does alone.
+//
+// It imports the manager, the cluster store and nodeauth; only the daemon
+// imports it.
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"corral/internal/cluster/nodeauth"
+	"corral/internal/cluster/store"
+	"corral/internal/manager"
+	"corral/internal/sandbox"
+)
+
+// Config is a node's part of `corral serve`.
+type Config struct {
+	DB            string // the cluster database's URL
+	Name          string // the node's id in the cluster
+	Address       string // the base URL control planes reach this daemon's API at
+	JoinTokenFile string
+	Labels        map[string]string
+	// Heartbeat is the time between heartbeats (default 5 s).
+	Heartbeat time.Duration
+	StateDir  string
+	Log       *slog.Logger
+}
+
+// identityFile (in the state dir) keeps the node's name and nonce, so a
+// restart proves itself with the same credential.
+const identityFile = "cluster-node.json"
+
+type identity struct {
+	Name  string `json:"name"`
+	Nonce string `json:"nonce"`
+}
+
+// Node is a joined node.
+type Node struct {
+	cfg    Config
+	st     *store.Store
+	m      *manager.Manager
+	cred   string
+	token  string // the daemon's API token, used in process only
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Join registers the daemon of m (whose API token is token) and starts
+// heartbeating until Close.
+func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*Node, error) {
+	if cfg.Name == "" || cfg.Address == "" {
+		return nil, fmt.Errorf("--node needs --node-name and --node-address")
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 5 * time.Second
+	}
+	join, err := nodeauth.ReadJoinToken(cfg.JoinTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	id, err := loadIdentity(cfg.StateDir, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), token: token}
+	if err := st.Register(ctx, n.record(id.Nonce)); err != nil {
+		st.Close()
+		return nil, err
+	}
+	cfg.Log.Info("joined the cluster", "op", "cluster", "node", cfg.Name, "address", cfg.Address)
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel = cancel
+	n.wg.Add(1)
+	go n.beat(hctx)
+	return n, nil
+}
+
+// loadIdentity reads the node's identity, or makes it on the first join.
+// A state dir that joined under another name refuses to change it.
+func loadIdentity(dir, name string) (identity, error) {
+	path := filepath.Join(dir, identityFile)
+	var id identity
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &id); err != nil {
+			return identity{}, fmt.Errorf("reading %s: %w", path, err)
+		}
+		if id.Name != name {
+			return identity{}, fmt.Errorf("this state directory joined the cluster as node %q, not %q", id.Name, name)
+		}
+		return id, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return identity{}, err
+	}
+	id = identity{Name: name, Nonce: nodeauth.NewNonce()}
+	b, _ = json.Marshal(id)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return identity{}, fmt.Errorf("writing %s: %w", path, err)
+	}
+	return id, nil
+}
+
+// record is the node as registered: the manager's admittable CPU and
+// memory and bound on sandboxes, the state dir's free disk now.
+func (n *Node) record(nonce string) store.Node {
+	u := n.m.Usage()
+	var fs unix.Statfs_t
+	var diskMB int64
+	if unix.Statfs(n.cfg.StateDir, &fs) == nil {
+		diskMB = int64(fs.Bavail) * fs.Bsize >> 20
+	}
+	_, kvmErr := os.Stat("/dev/kvm")
+	return store.Node{ID: n.cfg.Name, Address: n.cfg.Address, CPUMilli: u.AdmittableCPUMilli, MemoryMB: u.AdmittableMemoryMB,
+		DiskMB: diskMB, MaxSandboxes: u.MaxSandboxes, Runtimes: n.m.Runtimes(), KVM: kvmErr == nil, Labels: n.cfg.Labels,
+		CredentialNonce: nonce, CredentialHash: nodeauth.Hash(n.cred)}
+}
+
+func (n *Node) beat(ctx context.Context) {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		if err := n.beatOnce(ctx); err != nil && ctx.Err() == nil {
+			n.cfg.Log.Warn("cluster heartbeat failed", "op", "cluster", "node", n.cfg.Name, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// placedGrace spares a placement bound after the node listed its
+// sandboxes from being ended by that heartbeat.
+const placedGrace = 30 * time.Second
+
+func (n *Node) beatOnce(ctx context.Context) error {
+	sbs, err := n.m.List(ctx)
+	if err != nil {
+		return err
+	}
+	var live []string
+	for _, sb := range sbs {
+		if !sb.State.Terminal() {
+			live = append(live, sb.ID)
+		}
+	}
+	reap, err := n.st.Heartbeat(ctx, n.cfg.Name, nodeauth.Hash(n.cred), live, placedGrace)
+	if err != nil {
+		return err
+	}
+	if len(reap) == 0 {
+		return nil
+	}
+	// The cluster gave these up while this node was lost.
+	for _, id := range reap {
+		if _, err := n.m.Terminate(ctx, id, sandbox.EndLost, nil); err != nil && !errors.Is(err, context.Canceled) {
+			n.cfg.Log.Warn("terminating a sandbox the cluster gave up on", "op", "cluster", "sandbox", id, "err", err)
+		}
+	}
+	n.cfg.Log.Info("terminated the sandboxes the cluster gave up on while this node was lost", "op", "cluster", "count", len(reap))
+	return n.st.Reaped(ctx, n.cfg.Name, reap)
+}
+
+// Handler lets a request carrying this node's credential through to h as
+// if it carried the API token (set in process, never on the wire); other
+// requests reach h as they came.
+func (n *Node) Handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if got := r.Header.Get(nodeauth.Header); got != "" {
+			if !nodeauth.Equal(got, n.cred) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"wrong node credential"}}` + "\n"))
+				return
+			}
+			r.Header.Del(nodeauth.Header)
+			r.Header.Set("Authorization", "Bearer "+n.token)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Close stops heartbeating (the node goes silent; the cluster marks it
+// lost after its bound unless it joins again).
+func (n *Node) Close() {
+	n.cancel()
+	n.wg.Wait()
+	n.st.Close()
+}

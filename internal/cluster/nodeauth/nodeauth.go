@@ -1,0 +1,66 @@
+// Package nodeauth is how a control plane proves itself to a node, with
+// no user token: the operator's join token (a cluster secret that control
+// instances and nodes are given, never the API token) and a node's public
+// nonce, chosen at its first join, derive that node's own credential.
+// The cluster database keeps the nonce and the credential's hash only, so
+// reading it gives no way into a node, and one node's credential opens
+// no other.
+//
+// It imports nothing from Corral.
+package nodeauth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Header carries the credential on a control plane's request to a node.
+const Header = "X-Corral-Node-Credential"
+
+// minJoinToken is the shortest join token accepted, in bytes.
+const minJoinToken = 16
+
+// NewNonce is a fresh nonce for a node's first join.
+func NewNonce() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Credential is node id's credential for nonce under the join token.
+func Credential(joinToken, nodeID, nonce string) string {
+	mac := hmac.New(sha256.New, []byte(joinToken))
+	fmt.Fprintf(mac, "corral node credential\x00%s\x00%s", nodeID, nonce)
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// Hash is what the database keeps of a credential.
+func Hash(cred string) string {
+	h := sha256.Sum256([]byte(cred))
+	return hex.EncodeToString(h[:])
+}
+
+// Equal compares credentials in constant time.
+func Equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// ReadJoinToken reads the join token from path (its first line).
+func ReadJoinToken(path string) (string, error) {
+	if path == "" {
+		return "", fmt.Errorf("--join-token-file is required with --cluster-db")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the join token: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < minJoinToken {
+		return "", fmt.Errorf("the join token in %s is %d bytes; it must be at least %d", path, len(tok), minJoinToken)
+	}
+	return tok, nil
+}

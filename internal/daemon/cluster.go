@@ -1,0 +1,18 @@
+package daemon
+
+import (
+	"context"
+
+	"corral/internal/cluster/node"
+	"corral/internal/manager"
+)
+
+// joinCluster makes this daemon a node of the cluster in cfg.Cluster: it
+// registers m's capacity and heartbeats; control planes reach its API
+// with the node's credential (node.Node.Handler).
+func joinCluster(ctx context.Context, cfg Config, m *manager.Manager, token string) (*node.Node, error) {
+	c := cfg.Cluster
+	c.StateDir = cfg.StateDir
+	c.Log = cfg.Logger
+	return node.Join(ctx, c, m, token)
+}
