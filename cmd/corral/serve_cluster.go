@@ -49,8 +49,8 @@ func (c *clusterFlags) apply(cfg *daemon.Config) error {
 		return fmt.Errorf("--node and --control need --cluster-db")
 	case !c.node && !c.control && c.db != "":
 		return fmt.Errorf("--cluster-db needs --node or --control")
-	case c.heartbeat <= 0 || c.lostAfter <= c.heartbeat:
-		return fmt.Errorf("--heartbeat %s and --node-lost-after %s: both positive, the bound longer than the heartbeat", c.heartbeat, c.lostAfter)
+	case c.heartbeat <= 0 || c.lostAfter <= 0:
+		return fmt.Errorf("--heartbeat %s and --node-lost-after %s: both must be positive (the bound several heartbeats long)", c.heartbeat, c.lostAfter)
 	}
 	if !c.node {
 		return nil

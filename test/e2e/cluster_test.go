@@ -1,0 +1,300 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"corral/internal/cluster/pgtest"
+	"corral/pkg/apiv1"
+	"corral/sdk/go/corral"
+)
+
+// clusterNode is the part of GET /v1/cluster/nodes the test reads.
+type clusterNode struct {
+	ID        string `json:"id"`
+	State     string `json:"state"`
+	Sandboxes int    `json:"sandboxes"`
+}
+
+// controlPlane is one `corral serve --control` process.
+type controlPlane struct {
+	t      *testing.T
+	addr   string
+	args   []string
+	cmd    *exec.Cmd
+	log    bytes.Buffer
+	client *corral.Client
+	token  string
+	exited <-chan struct{}
+}
+
+func startControl(t *testing.T, args []string, token string) *controlPlane {
+	t.Helper()
+	c := &controlPlane{t: t, addr: freeAddr(t), token: token}
+	c.cmd = exec.Command(binary, append([]string{"serve", "--control", "--listen", c.addr, "--log-level", "debug"}, args...)...)
+	c.cmd.Stdout, c.cmd.Stderr = &c.log, &c.log
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(exited) }()
+	c.exited = exited
+	t.Cleanup(func() {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+		if t.Failed() {
+			t.Logf("control plane %s log:\n%s", c.addr, c.log.String())
+		}
+	})
+	clusterWait(t, 30*time.Second, "control plane "+c.addr+" up", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("control plane exited:\n%s", c.log.String())
+		default:
+		}
+		resp, err := http.Get("http://" + c.addr + "/v1/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	c.client = corral.New("http://"+c.addr, token)
+	return c
+}
+
+func (c *controlPlane) nodes() map[string]clusterNode {
+	c.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+c.addr+"/v1/cluster/nodes", nil)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Nodes []clusterNode }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		c.t.Fatal(err)
+	}
+	m := map[string]clusterNode{}
+	for _, n := range out.Nodes {
+		m[n.ID] = n
+	}
+	return m
+}
+
+// clusterWait polls cond until it holds or limit passes.
+func clusterWait(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startClusterNode starts a node daemon on a fresh state dir, with a
+// network of its own (nftables table, address pool, link prefix, log
+// group) so two nodes share the host.
+func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemon {
+	t.Helper()
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	state, err := os.MkdirTemp("", "corral-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	flags := append(testNetFlags(t), "--warm-pool", "0", "--envd-listen", "",
+		"--net-table", fmt.Sprintf("corral-e2e-c%d", i), "--net-link-prefix", fmt.Sprintf("cc%d", i),
+		"--net-pool", fmt.Sprintf("10.%d.0.0/16", 90+i), "--net-log-group", fmt.Sprint(7730+i),
+		"--node", "--node-name", name, "--node-address", "http://"+addr, "--heartbeat", "500ms")
+	d := &daemon{t: t, state: state, addr: addr, net: append(flags, cluster...)}
+	d.start()
+	t.Cleanup(func() { d.teardown() })
+	return d
+}
+
+// TestCluster: a real PostgreSQL, two nodes and two control planes on one
+// host. Creates through both controls spread over both nodes; exec, files
+// and a PTY through a control reach the sandbox's node; a control killed
+// mid-exec leaves the other serving; a node killed is marked lost (its
+// sandboxes answer so, creates go elsewhere), and when it returns it
+// terminates what the cluster gave up.
+func TestCluster(t *testing.T) {
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	db := pgtest.Start(t)
+	dir := t.TempDir()
+	joinFile, tokenFile := filepath.Join(dir, "join"), filepath.Join(dir, "token")
+	token := "control-token-0123456789abcdef"
+	if err := os.WriteFile(joinFile, []byte("join-token-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cluster := []string{"--cluster-db", db, "--join-token-file", joinFile, "--node-lost-after", "4s"}
+	n1 := startClusterNode(t, "n1", 1, cluster)
+	n2 := startClusterNode(t, "n2", 2, cluster)
+	ctlArgs := append([]string{"--token-file", tokenFile}, cluster...)
+	a, b := startControl(t, ctlArgs, token), startControl(t, ctlArgs, token)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// The user token of a control opens no node, and a node's own token
+	// opens no control.
+	if _, err := corral.New("http://"+n1.addr, token).List(ctx, ""); err == nil {
+		t.Fatal("a node accepted the control plane's user token")
+	}
+	if _, err := corral.New("http://"+a.addr, n1.token).List(ctx, ""); err == nil {
+		t.Fatal("a control plane accepted a node's token")
+	}
+
+	// Four creates, two through each control, spread two and two.
+	where := map[string]*daemon{}
+	var ids []string
+	for i := range 4 {
+		c := []*controlPlane{a, b}[i%2]
+		sb, err := c.client.Create(ctx, apiv1.CreateSandboxRequest{Timeout: 300})
+		if err != nil {
+			t.Fatalf("create %d through %s: %v", i, c.addr, err)
+		}
+		ids = append(ids, sb.ID)
+	}
+	for _, n := range []*daemon{n1, n2} {
+		own, err := n.client.List(ctx, "running")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sb := range own {
+			where[sb.ID] = n
+		}
+		if len(own) != 2 {
+			t.Errorf("node %s runs %d sandboxes, want 2 of the 4", n.addr, len(own))
+		}
+	}
+	nodes := a.nodes()
+	if nodes["n1"].Sandboxes != 2 || nodes["n2"].Sandboxes != 2 {
+		t.Fatalf("placements %+v, want 2 on each node", nodes)
+	}
+	merged, err := b.client.List(ctx, "")
+	if err != nil || len(merged) != 4 {
+		t.Fatalf("merged list: %d sandboxes, %v; want 4", len(merged), err)
+	}
+
+	// A file written through one control is read on the sandbox's own
+	// node; exec and a PTY through the other see it.
+	for _, id := range ids {
+		mark := "on-" + id
+		if _, err := a.client.WriteFile(ctx, id, "/tmp/mark", strings.NewReader(mark), 0o644); err != nil {
+			t.Fatalf("write through a control: %v", err)
+		}
+		rc, _, err := where[id].client.ReadFile(ctx, id, "/tmp/mark")
+		if err != nil {
+			t.Fatalf("reading %s on its node: %v", id, err)
+		}
+		got, _ := io.ReadAll(rc)
+		rc.Close()
+		if string(got) != mark {
+			t.Fatalf("%s on its node: %q, want %q", id, got, mark)
+		}
+		var out bytes.Buffer
+		res, err := b.client.Run(ctx, id, apiv1.ExecRequest{Cmd: []string{"cat", "/tmp/mark"}}, nil, &out, io.Discard)
+		if err != nil || res.ExitCode != 0 || out.String() != mark {
+			t.Fatalf("exec through a control: %q, %+v, %v", out.String(), res, err)
+		}
+	}
+	var pty bytes.Buffer
+	if _, err := b.client.Run(ctx, ids[0], apiv1.ExecRequest{Cmd: []string{"tty"}, PTY: &apiv1.PTYSize{Cols: 80, Rows: 24}}, nil, &pty, io.Discard); err != nil ||
+		!strings.Contains(pty.String(), "/dev/pts/") {
+		t.Fatalf("a PTY through a control: %q, %v", pty.String(), err)
+	}
+
+	// Control a dies mid-exec; b serves the same sandbox and creates.
+	st, err := a.client.Exec(ctx, ids[1], apiv1.ExecRequest{Cmd: []string{"sh", "-c", "echo started; sleep 60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := st.Next()
+		if err != nil {
+			t.Fatalf("exec through a: %v", err)
+		}
+		if ev.Type == apiv1.EventStdout {
+			break
+		}
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGKILL)
+	<-a.exited
+	if _, err := st.Copy(io.Discard, io.Discard); err == nil {
+		t.Fatal("an exec stream through a killed control plane ended cleanly")
+	}
+	st.Close()
+	var out bytes.Buffer
+	if res, err := b.client.Run(ctx, ids[1], apiv1.ExecRequest{Cmd: []string{"echo", "still"}}, nil, &out, io.Discard); err != nil || res.ExitCode != 0 || out.String() != "still\n" {
+		t.Fatalf("exec through b after a died: %q, %+v, %v", out.String(), res, err)
+	}
+
+	// n2 dies: b's leader job marks it lost, its sandboxes answer that
+	// they are lost, and creates go to n1.
+	n2.kill9()
+	killed := time.Now()
+	clusterWait(t, 30*time.Second, "n2 marked lost", func() bool { return b.nodes()["n2"].State == "lost" })
+	t.Logf("n2 marked lost %s after its kill (bound 4 s)", time.Since(killed).Round(100*time.Millisecond))
+	var onN2 string
+	for _, id := range ids {
+		if where[id] == n2 {
+			onN2 = id
+		}
+	}
+	_, err = b.client.Get(ctx, onN2)
+	var ce *corral.Error
+	if !errors.As(err, &ce) || ce.Status != http.StatusConflict || !strings.Contains(ce.Message, "lost") {
+		t.Fatalf("GET of a sandbox on the lost node: %v, want 409 naming it lost", err)
+	}
+	sb, err := b.client.Create(ctx, apiv1.CreateSandboxRequest{Timeout: 300})
+	if err != nil {
+		t.Fatalf("create with n2 lost: %v", err)
+	}
+	if _, err := n1.client.Get(ctx, sb.ID); err != nil {
+		t.Fatalf("the create with n2 lost is not on n1: %v", err)
+	}
+
+	// n2 returns: it terminates the sandboxes the cluster gave up on.
+	n2.start()
+	back := time.Now()
+	clusterWait(t, 60*time.Second, "n2's lost sandboxes terminated on its return", func() bool {
+		own, err := n2.client.List(ctx, "")
+		if err != nil {
+			return false
+		}
+		for _, sb := range own {
+			if sb.State != "terminated" {
+				return false
+			}
+		}
+		return len(own) == 2
+	})
+	t.Logf("n2's 2 lost sandboxes terminated %s after its restart answered", time.Since(back).Round(100*time.Millisecond))
+	if n := b.nodes()["n2"]; n.State != "ready" || n.Sandboxes != 0 {
+		t.Fatalf("n2 after its return: %+v, want ready with nothing placed", n)
+	}
+}
