@@ -32,7 +32,10 @@ ROOTFS_INCLUDE=python3,python3-pip,python3-venv,ca-certificates,curl,git,procps,
 # rootfs built before they were added is rebuilt.
 ROOTFS_LAYOUT=corral-mountpoints-1
 
-APT_PACKAGES=(mmdebstrap iproute2 nftables ca-certificates util-linux curl qemu-system-x86 kmod e2fsprogs)
+# postgresql: its server binaries (initdb, pg_ctl) for the cluster's tests,
+# which run a throwaway instance of their own (internal/cluster/pgtest); the
+# package's own service is never used, and a single machine needs none.
+APT_PACKAGES=(mmdebstrap iproute2 nftables ca-certificates util-linux curl qemu-system-x86 kmod e2fsprogs postgresql)
 
 # The vm runtime's guest kernel: the Debian cloud kernel this metapackage
 # depends on when it is first installed (the stamp keeps it until removed).

@@ -32,7 +32,6 @@ type clusterNode struct {
 type controlPlane struct {
 	t      *testing.T
 	addr   string
-	args   []string
 	cmd    *exec.Cmd
 	log    bytes.Buffer
 	client *corral.Client

@@ -41,10 +41,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var tried []string
+	var last error
 	for range createTries {
 		req.Exclude = tried
 		p, err := s.st.Reserve(r.Context(), req)
 		if err != nil {
+			if last != nil && errors.Is(err, errdefs.ErrResourceExhausted) {
+				break // no other node: say why the tried ones failed
+			}
 			writeError(w, err)
 			return
 		}
@@ -52,18 +56,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		resp, err := s.forwardCreate(r, p.Node, body)
 		if err != nil {
 			s.release(r.Context(), p)
+			last = err
 			s.log.WarnContext(r.Context(), "a node failed a create; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
 			continue
 		}
 		if resp.status == http.StatusTooManyRequests || resp.status == http.StatusServiceUnavailable {
 			s.release(r.Context(), p)
+			last = fmt.Errorf("node %s refused it (%d): %s", p.Node.ID, resp.status, bytes.TrimSpace(resp.body))
 			s.log.InfoContext(r.Context(), "a node refused a create; trying another", "op", "cluster", "node", p.Node.ID, "status", resp.status)
 			continue
 		}
 		s.finishCreate(w, r, p, resp)
 		return
 	}
-	writeError(w, fmt.Errorf("%w: creating a sandbox: the nodes tried (%v) failed or refused it", errdefs.ErrUnavailable, tried))
+	writeError(w, fmt.Errorf("%w: creating a sandbox: the nodes tried (%v) failed or refused it; the last: %v", errdefs.ErrUnavailable, tried, last))
 }
 
 // readCreate reads a create's body: the body for the node (without the
