@@ -46,8 +46,9 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.n++
 		id := "sb-fake" + string(rune('a'+f.n))
 		f.mu.Unlock()
+		name, _ := body["name"].(string)
 		w.WriteHeader(http.StatusCreated)
-		_, _ = io.WriteString(w, `{"id":"`+id+`","state":"running"}`)
+		_ = json.NewEncoder(w).Encode(map[string]string{"id": id, "name": name, "state": "running"})
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events"):
 		// A stream: each line must reach the caller as it is written.
 		for i := range 3 {
@@ -156,6 +157,17 @@ func TestControlPlaneAPI(t *testing.T) {
 	}
 	if uses, _ := st.Uses(context.Background()); uses["n1"].Sandboxes != 0 {
 		t.Errorf("a deleted sandbox still holds room: %+v", uses["n1"])
+	}
+
+	// A name finds its sandbox's node, and is the cluster's alone.
+	if status, body := call(t, srv, "POST", "/v1/sandboxes", testToken, `{"name": "web"}`); status != 201 {
+		t.Fatalf("create named web: %d %s", status, body)
+	}
+	if status, body := call(t, srv, "GET", "/v1/sandboxes/web", testToken, ""); status != 200 || !strings.Contains(body, "/v1/sandboxes/web") {
+		t.Errorf("by name: %d %s", status, body)
+	}
+	if status, body := call(t, srv, "POST", "/v1/sandboxes", testToken, `{"name": "web"}`); status != 409 || !strings.Contains(body, "web") {
+		t.Errorf("a second sandbox named web: %d %s", status, body)
 	}
 
 	// A control plane with another join token cannot reach the node.

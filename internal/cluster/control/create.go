@@ -35,10 +35,20 @@ const selectorField = "node_selector"
 // forwards the create there and binds the reservation to the sandbox's
 // id. A node that cannot be reached or is full is left for another.
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
-	body, req, err := s.readCreate(w, r)
+	body, req, name, err := s.readCreate(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if name != "" {
+		// Checked again, atomically, when the placement is bound.
+		if taken, err := s.st.NameTaken(r.Context(), name); err != nil || taken {
+			if err == nil {
+				err = fmt.Errorf("%w: a sandbox named %q already runs in the cluster", errdefs.ErrAlreadyExists, name)
+			}
+			writeError(w, err)
+			return
+		}
 	}
 	var tried []string
 	var last error
@@ -73,35 +83,35 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 }
 
 // readCreate reads a create's body: the body for the node (without the
-// selector) and what to reserve. The node validates the spec itself;
+// selector), what to reserve and the sandbox's name. The node validates the spec itself;
 // this reads only what placement needs.
-func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, store.Request, error) {
+func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, store.Request, string, error) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCreateBody))
 	if err != nil {
-		return nil, store.Request{}, fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
+		return nil, store.Request{}, "", fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return nil, store.Request{}, fmt.Errorf("%w: body: want a JSON object", errdefs.ErrInvalidArgument)
+		return nil, store.Request{}, "", fmt.Errorf("%w: body: want a JSON object", errdefs.ErrInvalidArgument)
 	}
 	var labels map[string]string
 	if sel, ok := fields[selectorField]; ok {
 		if err := json.Unmarshal(sel, &labels); err != nil {
-			return nil, store.Request{}, errdefs.Invalid(selectorField, "want an object of string labels")
+			return nil, store.Request{}, "", errdefs.Invalid(selectorField, "want an object of string labels")
 		}
 		for k, v := range labels {
 			if k == "" || len(k) > 63 || len(v) > 63 {
-				return nil, store.Request{}, errdefs.Invalid(selectorField, "label %q: a key of 1 to 63 bytes and a value of at most 63", k)
+				return nil, store.Request{}, "", errdefs.Invalid(selectorField, "label %q: a key of 1 to 63 bytes and a value of at most 63", k)
 			}
 		}
 		delete(fields, selectorField)
 		if raw, err = json.Marshal(fields); err != nil {
-			return nil, store.Request{}, err
+			return nil, store.Request{}, "", err
 		}
 	}
 	var spec apiv1.CreateSandboxRequest
 	if err := json.Unmarshal(raw, &spec); err != nil {
-		return nil, store.Request{}, fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
+		return nil, store.Request{}, "", fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
 	}
 	req := store.Request{Runtime: spec.Runtime, CPUMilli: milli(spec.CPU, sandbox.DefaultCPU), MemoryMB: orDefault(spec.MemoryMB, sandbox.DefaultMemoryMB),
 		DiskMB: orDefault(spec.DiskMB, sandbox.DefaultDiskMB), Labels: labels, FreshWithin: s.cfg.LostAfter}
@@ -109,9 +119,9 @@ func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, sto
 		req.Runtime = sandbox.Runtimes[0]
 	}
 	if !slices.Contains(sandbox.Runtimes, req.Runtime) {
-		return nil, store.Request{}, errdefs.Invalid("runtime", "want one of %v, got %q", sandbox.Runtimes, req.Runtime)
+		return nil, store.Request{}, "", errdefs.Invalid("runtime", "want one of %v, got %q", sandbox.Runtimes, req.Runtime)
 	}
-	return raw, req, nil
+	return raw, req, spec.Name, nil
 }
 
 func milli(cpu, def float64) int64 {
@@ -179,8 +189,10 @@ func (s *Server) finishCreate(w http.ResponseWriter, r *http.Request, p store.Pl
 		return
 	}
 	ctx := context.WithoutCancel(r.Context())
-	if err := s.st.Bind(ctx, p.ID, sb.ID); err != nil {
-		// Its node was lost meanwhile: what it made goes.
+	if err := s.st.Bind(ctx, p.ID, sb.ID, sb.Name); err != nil {
+		// Its node was lost meanwhile, or another create took the
+		// name: what the node made goes, and its room.
+		s.release(ctx, p)
 		s.removeOnNode(ctx, p.Node, sb.ID)
 		writeError(w, err)
 		return

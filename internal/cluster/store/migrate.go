@@ -34,6 +34,7 @@ var migrations = []string{
 	);
 	CREATE TABLE placements (
 		id         text PRIMARY KEY,
+		name       text,
 		node_id    text NOT NULL REFERENCES nodes (id),
 		state      text NOT NULL CHECK (state IN ('reserved', 'placed', 'lost', 'ended')),
 		runtime    text NOT NULL,
@@ -45,7 +46,8 @@ var migrations = []string{
 		updated_at timestamptz NOT NULL DEFAULT now()
 	);
 	CREATE INDEX placements_node_live ON placements (node_id) WHERE state IN ('reserved', 'placed');
-	CREATE INDEX placements_node_lost ON placements (node_id) WHERE state = 'lost' AND NOT reaped;`,
+	CREATE INDEX placements_node_lost ON placements (node_id) WHERE state = 'lost' AND NOT reaped;
+	CREATE UNIQUE INDEX placements_placed_name ON placements (name) WHERE state = 'placed';`,
 }
 
 // Migrate brings the schema to the newest version. Several instances may

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"corral/internal/errdefs"
 )
@@ -189,10 +190,19 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Bind turns reservation rsv into sandbox id's placement.
-func (s *Store) Bind(ctx context.Context, rsv, id string) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE placements SET id = $2, state = 'placed', updated_at = now()
-		WHERE id = $1 AND state = 'reserved'`, rsv, id)
+// Bind turns reservation rsv into sandbox id's placement; name (may be
+// empty) is its name, which no other placed sandbox of the cluster may
+// have.
+func (s *Store) Bind(ctx context.Context, rsv, id, name string) error {
+	var n *string
+	if name != "" {
+		n = &name
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE placements SET id = $2, name = $3, state = 'placed', updated_at = now()
+		WHERE id = $1 AND state = 'reserved'`, rsv, id, n)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
+		return fmt.Errorf("%w: a sandbox named %q already runs in the cluster", errdefs.ErrAlreadyExists, name)
+	}
 	if err != nil {
 		return fmt.Errorf("recording sandbox %s's placement: %w", id, err)
 	}
@@ -214,11 +224,22 @@ func (s *Store) End(ctx context.Context, id string) error {
 	return err
 }
 
-// Lookup returns sandbox id's placement and its node.
+// NameTaken says whether a placed sandbox is named name.
+func (s *Store) NameTaken(ctx context.Context, name string) (bool, error) {
+	var taken bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM placements WHERE name = $1 AND state = 'placed')`, name).Scan(&taken)
+	return taken, err
+}
+
+// Lookup returns the placement of the sandbox whose id (or else name) is
+// id, and its node. A name finds the placed sandbox of that name, or
+// else the latest lost or ended one.
 func (s *Store) Lookup(ctx context.Context, id string) (Placement, error) {
 	var p Placement
 	var nodeID string
-	err := s.pool.QueryRow(ctx, `SELECT id, state, updated_at, node_id FROM placements WHERE id = $1 AND state <> 'reserved'`, id).
+	err := s.pool.QueryRow(ctx, `SELECT id, state, updated_at, node_id FROM placements
+		WHERE (id = $1 OR name = $1) AND state <> 'reserved'
+		ORDER BY id = $1 DESC, state = 'placed' DESC, updated_at DESC LIMIT 1`, id).
 		Scan(&p.ID, &p.State, &p.Updated, &nodeID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Placement{}, fmt.Errorf("%w: sandbox %s", errdefs.ErrNotFound, id)
@@ -260,3 +281,6 @@ func (s *Store) Uses(ctx context.Context) (map[string]Use, error) {
 	}
 	return out, nil
 }
+
+// uniqueViolation is PostgreSQL's SQLSTATE for a unique index refusing a row.
+const uniqueViolation = "23505"

@@ -158,8 +158,22 @@ func TestPlacementLabelsAndLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Bind(ctx, p.ID, "sb-one"); err != nil {
+	if err := s.Bind(ctx, p.ID, "sb-one", ""); err != nil {
 		t.Fatal(err)
+	}
+	// A name is the cluster's: a second placed sandbox cannot bind it.
+	for i, id := range []string{"sb-named1", "sb-named2"} {
+		p, err := s.Reserve(ctx, func() Request { r := base; r.Exclude = []string{"a"}; return r }())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Bind(ctx, p.ID, id, "web")
+		if i == 1 && !errors.Is(err, errdefs.ErrAlreadyExists) || i == 0 && err != nil {
+			t.Fatalf("binding %s named web: %v", id, err)
+		}
+	}
+	if got, err := s.Lookup(ctx, "web"); err != nil || got.ID != "sb-named1" {
+		t.Fatalf("lookup by name: %+v, %v", got, err)
 	}
 	got, err := s.Lookup(ctx, "sb-one")
 	if err != nil || got.Node.ID != "a" || got.State != Placed {
