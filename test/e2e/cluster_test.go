@@ -120,8 +120,12 @@ func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemo
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
+	table := fmt.Sprintf("corral-e2e-c%d", i)
+	// Runs after the daemon's teardown (cleanups run last first): a
+	// stopped daemon keeps its table for its sandboxes' next start.
+	t.Cleanup(func() { _ = exec.Command("nft", "delete", "table", "inet", table).Run() })
 	flags := append(testNetFlags(t), "--warm-pool", "0", "--envd-listen", "",
-		"--net-table", fmt.Sprintf("corral-e2e-c%d", i), "--net-link-prefix", fmt.Sprintf("cc%d", i),
+		"--net-table", table, "--net-link-prefix", fmt.Sprintf("cc%d", i),
 		"--net-pool", fmt.Sprintf("10.%d.0.0/16", 90+i), "--net-log-group", fmt.Sprint(7730+i),
 		"--node", "--node-name", name, "--node-address", "http://"+addr, "--heartbeat", "500ms")
 	d := &daemon{t: t, state: state, addr: addr, net: append(flags, cluster...)}
