@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -127,7 +128,7 @@ func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemo
 	flags := append(testNetFlags(t), "--warm-pool", "0", "--envd-listen", "",
 		"--net-table", table, "--net-link-prefix", fmt.Sprintf("cc%d", i),
 		"--net-pool", fmt.Sprintf("10.%d.0.0/16", 90+i), "--net-log-group", fmt.Sprint(7730+i),
-		"--node", "--node-name", name, "--node-address", "http://"+addr, "--heartbeat", "500ms")
+		"--max-sandboxes", "3", "--node", "--node-name", name, "--node-address", "http://"+addr, "--heartbeat", "500ms")
 	d := &daemon{t: t, state: state, addr: addr, net: append(flags, cluster...)}
 	d.start()
 	t.Cleanup(func() { d.teardown() })
@@ -135,8 +136,9 @@ func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemo
 }
 
 // TestCluster: a real PostgreSQL, two nodes and two control planes on one
-// host. Creates through both controls spread over both nodes; exec, files
-// and a PTY through a control reach the sandbox's node; a control killed
+// host. Creates through both controls spread over both nodes; exec, files,
+// a PTY and the CLI through a control reach the sandbox's node; creates at
+// once through both controls at capacity never overcommit; a control killed
 // mid-exec leaves the other serving; a node killed is marked lost (its
 // sandboxes answer so, creates go elsewhere), and when it returns it
 // terminates what the cluster gave up.
@@ -231,6 +233,57 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("a PTY through a control: %q, %v", pty.String(), err)
 	}
 
+	// The CLI works through a control plane as through a daemon.
+	viaCLI := &daemon{t: t, addr: b.addr, token: token}
+	if out := viaCLI.mustCLI("exec", ids[2], "--", "echo", "via-cli"); out != "via-cli\n" {
+		t.Fatalf("corral exec through a control: %q", out)
+	}
+	if out := viaCLI.mustCLI("ls"); !strings.Contains(out, ids[0]) || !strings.Contains(out, ids[3]) {
+		t.Fatalf("corral ls through a control:\n%s", out)
+	}
+
+	// Each node takes 3 (--max-sandboxes): one place is left on each.
+	// Four creates at once through both controls take exactly those two,
+	// and the other two are refused by the cluster's admission.
+	var mu sync.Mutex
+	var extra []string
+	refused := 0
+	var wg sync.WaitGroup
+	for i := range 4 {
+		c := []*controlPlane{a, b}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := c.client.Create(ctx, apiv1.CreateSandboxRequest{Timeout: 300})
+			mu.Lock()
+			defer mu.Unlock()
+			var ce *corral.Error
+			switch {
+			case err == nil:
+				extra = append(extra, sb.ID)
+			case errors.As(err, &ce) && ce.Status == http.StatusTooManyRequests && strings.Contains(ce.Message, "no ready node has room"):
+				refused++
+			default:
+				t.Errorf("a create at capacity: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(extra) != 2 || refused != 2 {
+		t.Fatalf("at capacity: %d created, %d refused; want 2 and 2", len(extra), refused)
+	}
+	if nodes := b.nodes(); nodes["n1"].Sandboxes != 3 || nodes["n2"].Sandboxes != 3 {
+		t.Fatalf("placements at capacity %+v, want 3 on each node", nodes)
+	}
+	for _, id := range extra {
+		if _, err := a.client.Terminate(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if nodes := b.nodes(); nodes["n1"].Sandboxes != 2 || nodes["n2"].Sandboxes != 2 {
+		t.Fatalf("placements after removing the extra ones %+v, want 2 on each node", nodes)
+	}
+
 	// Control a dies mid-exec; b serves the same sandbox and creates.
 	st, err := a.client.Exec(ctx, ids[1], apiv1.ExecRequest{Cmd: []string{"sh", "-c", "echo started; sleep 60"}})
 	if err != nil {
@@ -285,17 +338,25 @@ func TestCluster(t *testing.T) {
 	n2.start()
 	back := time.Now()
 	clusterWait(t, 60*time.Second, "n2's lost sandboxes terminated on its return", func() bool {
-		own, err := n2.client.List(ctx, "")
-		if err != nil {
-			return false
-		}
-		for _, sb := range own {
-			if sb.State != "terminated" {
+		for id, n := range where {
+			if n != n2 {
+				continue
+			}
+			sb, err := n2.client.Get(ctx, id)
+			if err != nil || sb.State != "terminated" {
 				return false
 			}
 		}
-		return len(own) == 2
+		return true
 	})
+	for id, n := range where {
+		if n != n2 {
+			continue
+		}
+		if sb, err := n2.client.Get(ctx, id); err != nil || sb.EndReason != "lost" {
+			t.Errorf("%s on n2 after its return: %+v, %v; want ended as lost", id, sb, err)
+		}
+	}
 	t.Logf("n2's 2 lost sandboxes terminated %s after its restart answered", time.Since(back).Round(100*time.Millisecond))
 	if n := b.nodes()["n2"]; n.State != "ready" || n.Sandboxes != 0 {
 		t.Fatalf("n2 after its return: %+v, want ready with nothing placed", n)
