@@ -123,6 +123,7 @@ func TestControlPlaneAPI(t *testing.T) {
 		{"too big for any node", "POST", "/v1/sandboxes", testToken, `{"memory_mb": 8192}`, 429, "no ready node has room"},
 		{"unknown sandbox", "GET", "/v1/sandboxes/sb-nothere", testToken, "", 404, "not found"},
 		{"not served yet", "GET", "/v1/images", testToken, "", 400, "not served by the control plane"},
+		{"fork not served yet", "POST", "/v1/sandboxes/sb-x/fork", testToken, "{}", 400, "not served by the control plane"},
 		{"merged list", "GET", "/v1/sandboxes", testToken, "", 200, "sb-listed"},
 	} {
 		status, body := call(t, srv, c.method, c.path, c.token, c.body)

@@ -45,11 +45,16 @@ func (s *Server) routes() {
 	// Exposed ports authorise with the sandbox's port token on the node.
 	s.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{path...}", s.proxy(false))
 	s.mux.HandleFunc("GET /v1/sandboxes/{id}/tunnel/{port}", s.proxy(false))
+	// A fork makes sandboxes on the node with no placement: refused until
+	// the control plane places them (docs/CLUSTER.md).
+	s.mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.auth(notServed))
 	s.mux.HandleFunc("/v1/sandboxes/{id}", s.auth(s.proxy(true)))
 	s.mux.HandleFunc("/v1/sandboxes/{id}/{rest...}", s.auth(s.proxy(true)))
-	s.mux.HandleFunc("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, fmt.Errorf("%w: %s %s is not served by the control plane yet (docs/CLUSTER.md)", errdefs.ErrNotSupported, r.Method, r.URL.Path))
-	}))
+	s.mux.HandleFunc("/", s.auth(notServed))
+}
+
+func notServed(w http.ResponseWriter, r *http.Request) {
+	writeError(w, fmt.Errorf("%w: %s %s is not served by the control plane yet (docs/CLUSTER.md)", errdefs.ErrNotSupported, r.Method, r.URL.Path))
 }
 
 // ServeHTTP implements http.Handler.
