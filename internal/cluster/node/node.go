@@ -132,10 +132,21 @@ func (n *Node) record(nonce string) store.Node {
 		diskMB = int64(fs.Bavail) * fs.Bsize >> 20
 	}
 	_, kvmErr := os.Stat("/dev/kvm")
-	return store.Node{ID: n.cfg.Name, Address: n.cfg.Address, CPUMilli: u.AdmittableCPUMilli, MemoryMB: u.AdmittableMemoryMB,
+	// Zero is a manager with no bound on that resource.
+	cpu, mem := u.AdmittableCPUMilli, u.AdmittableMemoryMB
+	if cpu <= 0 {
+		cpu = unbounded
+	}
+	if mem <= 0 {
+		mem = unbounded
+	}
+	return store.Node{ID: n.cfg.Name, Address: n.cfg.Address, CPUMilli: cpu, MemoryMB: mem,
 		DiskMB: diskMB, MaxSandboxes: u.MaxSandboxes, Runtimes: n.m.Runtimes(), KVM: kvmErr == nil, Labels: n.cfg.Labels,
 		CredentialNonce: nonce, CredentialHash: nodeauth.Hash(n.cred)}
 }
+
+// unbounded stands for a resource the node's manager does not bound.
+const unbounded = 1 << 40
 
 func (n *Node) beat(ctx context.Context) {
 	defer n.wg.Done()

@@ -53,8 +53,13 @@ type free struct {
 	cpu, mem, disk, slots int64
 }
 
+// fits admits by what a node's own admission bounds: CPU, memory and
+// live sandboxes. Disk is recorded and reported but not a bound: a
+// sandbox's disk_mb caps a sparse layer, it is not allocated, and a node
+// does not refuse by it either (with the 10 GiB default, a node's free
+// disk would otherwise hold a handful).
 func (f free) fits(r Request) bool {
-	return f.cpu >= r.CPUMilli && f.mem >= r.MemoryMB && f.disk >= r.DiskMB && f.slots >= 1
+	return f.cpu >= r.CPUMilli && f.mem >= r.MemoryMB && f.slots >= 1
 }
 
 // Reserve places r: among the ready nodes that carry its runtime and
@@ -79,8 +84,8 @@ func (s *Store) Reserve(ctx context.Context, r Request) (Placement, error) {
 		}
 		cands = append(cands[:i], cands[i+1:]...)
 	}
-	return Placement{}, fmt.Errorf("%w: no ready node has room for %s with %d milli-CPU, %d MiB of memory and %d MiB of disk%s",
-		errdefs.ErrResourceExhausted, r.Runtime, r.CPUMilli, r.MemoryMB, r.DiskMB, labelsNote(r.Labels))
+	return Placement{}, fmt.Errorf("%w: no ready node has room for a %s sandbox of %d milli-CPU and %d MiB of memory%s",
+		errdefs.ErrResourceExhausted, r.Runtime, r.CPUMilli, r.MemoryMB, labelsNote(r.Labels))
 }
 
 func labelsNote(l map[string]string) string {
