@@ -22,6 +22,12 @@ var migrations = []string{
 		memory_mb        bigint NOT NULL,
 		disk_mb          bigint NOT NULL,
 		max_sandboxes    integer NOT NULL,
+		-- What the live (reserved and placed) placements take, kept in
+		-- the same statements that change them (place.go).
+		used_cpu_milli   bigint NOT NULL DEFAULT 0 CHECK (used_cpu_milli >= 0),
+		used_memory_mb   bigint NOT NULL DEFAULT 0 CHECK (used_memory_mb >= 0),
+		used_disk_mb     bigint NOT NULL DEFAULT 0 CHECK (used_disk_mb >= 0),
+		used_sandboxes   integer NOT NULL DEFAULT 0 CHECK (used_sandboxes >= 0),
 		runtimes         text[] NOT NULL,
 		kvm              boolean NOT NULL,
 		labels           jsonb NOT NULL DEFAULT '{}',

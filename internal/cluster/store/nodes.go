@@ -95,9 +95,9 @@ func (s *Store) Heartbeat(ctx context.Context, id, credHash string, live []strin
 		if live == nil {
 			live = []string{}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE placements SET state = 'ended', updated_at = now()
-			WHERE node_id = $1 AND state = 'placed' AND updated_at < now() - $2 * interval '1 second' AND NOT (id = ANY($3))`,
-			id, seconds(grace), live); err != nil {
+		if _, err := tx.Exec(ctx, `WITH gone AS (UPDATE placements SET state = 'ended', updated_at = now()
+			WHERE node_id = $1 AND state = 'placed' AND updated_at < now() - $2 * interval '1 second' AND NOT (id = ANY($3))`+
+			goneColumns+unplace, id, seconds(grace), live); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT id FROM placements WHERE node_id = $1 AND state = 'lost' AND NOT reaped`, id)
@@ -146,7 +146,10 @@ func (s *Store) Node(ctx context.Context, id string) (Node, error) {
 func (s *Store) MarkLost(ctx context.Context, after time.Duration) ([]string, error) {
 	var lost []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE nodes SET state = 'lost', lost_at = now()
+		// Everything live on a lost node stops being live below, in this
+		// transaction: its counters start again from zero.
+		rows, err := tx.Query(ctx, `UPDATE nodes SET state = 'lost', lost_at = now(),
+				used_cpu_milli = 0, used_memory_mb = 0, used_disk_mb = 0, used_sandboxes = 0
 			WHERE state = 'ready' AND heartbeat_at < now() - $1 * interval '1 second' RETURNING id`, seconds(after))
 		if err != nil {
 			return err
@@ -165,8 +168,8 @@ func (s *Store) MarkLost(ctx context.Context, after time.Duration) ([]string, er
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM placements WHERE state = 'reserved' AND created_at < now() - $1 * interval '1 second'`,
-			seconds(staleReservation))
+		_, err = tx.Exec(ctx, `WITH gone AS (DELETE FROM placements WHERE state = 'reserved' AND created_at < now() - $1 * interval '1 second'`+
+			goneColumns+unplace, seconds(staleReservation))
 		return err
 	})
 	if err != nil {

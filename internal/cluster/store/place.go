@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,46 +48,39 @@ type Placement struct {
 	Updated time.Time
 }
 
-// free is what a node has left.
-type free struct {
-	id                    string
-	cpu, mem, disk, slots int64
-}
-
-// fits admits by what a node's own admission bounds: CPU, memory and
-// live sandboxes. Disk is recorded and reported but not a bound: a
-// sandbox's disk_mb caps a sparse layer, it is not allocated, and a node
-// does not refuse by it either (with the 10 GiB default, a node's free
-// disk would otherwise hold a handful).
-func (f free) fits(r Request) bool {
-	return f.cpu >= r.CPUMilli && f.mem >= r.MemoryMB && f.slots >= 1
-}
-
 // Reserve places r: among the ready nodes that carry its runtime and
 // labels and have room, two at random, and the one with more free memory
-// (power of two choices), admitted in a transaction that locks the
-// node's row and checks its room again, so control instances reserving
-// at once never overcommit a node. A node that filled up meanwhile is
-// dropped and the choice made again.
+// (power of two choices), admitted by one atomic statement that adds r to
+// the node's counters only where they stay within its capacity (the row
+// lock makes control instances reserving at once wait for each other and
+// re-check), so no node is ever overcommitted. A node that filled up
+// meanwhile is left out and the choice made again.
 func (s *Store) Reserve(ctx context.Context, r Request) (Placement, error) {
-	cands, err := s.candidates(ctx, r)
-	if err != nil {
-		return Placement{}, err
-	}
-	for len(cands) > 0 {
-		i := pick(cands)
-		ok, p, err := s.admit(ctx, cands[i].id, r)
+	exclude := slices.Clone(r.Exclude)
+	for range maxAdmitTries {
+		cands, err := s.candidates(ctx, r, exclude)
+		if err != nil {
+			return Placement{}, err
+		}
+		if len(cands) == 0 {
+			break
+		}
+		c := cands[pick(cands)]
+		p, ok, err := s.admit(ctx, c.id, r)
 		if err != nil {
 			return Placement{}, err
 		}
 		if ok {
 			return p, nil
 		}
-		cands = append(cands[:i], cands[i+1:]...)
+		exclude = append(exclude, c.id)
 	}
 	return Placement{}, fmt.Errorf("%w: no ready node has room for a %s sandbox of %d milli-CPU and %d MiB of memory%s",
 		errdefs.ErrResourceExhausted, r.Runtime, r.CPUMilli, r.MemoryMB, labelsNote(r.Labels))
 }
+
+// maxAdmitTries bounds the nodes one Reserve tries to admit on.
+const maxAdmitTries = 8
 
 func labelsNote(l map[string]string) string {
 	if len(l) == 0 {
@@ -112,82 +106,90 @@ func pick(c []free) int {
 	return a
 }
 
-const liveStates = `('reserved', 'placed')`
+// sampleSize is how many fitting nodes, at random, a placement chooses
+// among: two are compared, the rest are spares should those fill first.
+const sampleSize = 4
 
-// candidates are the nodes that could take r now, with what they have left.
-func (s *Store) candidates(ctx context.Context, r Request) ([]free, error) {
+// fitsSQL is the room condition, on a nodes row, for $cpu, $mem.
+const fitsSQL = `used_cpu_milli + $%[1]d <= cpu_milli AND used_memory_mb + $%[2]d <= memory_mb AND used_sandboxes < max_sandboxes`
+
+// candidates are a few random nodes that could take r now (ready, fresh,
+// with its runtime and labels, with room), with what they have left.
+// Room is what a node's own admission bounds: CPU, memory and live
+// sandboxes. Disk is recorded and reported but not a bound: a sandbox's
+// disk_mb caps a sparse layer, it is not allocated, and a node does not
+// refuse by it either (with the 10 GiB default, a node's free disk would
+// otherwise hold a handful).
+func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]free, error) {
 	labels := r.Labels
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	exclude := r.Exclude
 	if exclude == nil {
 		exclude = []string{}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT n.id,
-			n.cpu_milli - coalesce(sum(p.cpu_milli), 0), n.memory_mb - coalesce(sum(p.memory_mb), 0),
-			n.disk_mb - coalesce(sum(p.disk_mb), 0), n.max_sandboxes - count(p.id)
-		FROM nodes n LEFT JOIN placements p ON p.node_id = n.id AND p.state IN `+liveStates+`
-		WHERE n.state = 'ready' AND n.heartbeat_at > now() - $1 * interval '1 second'
-			AND $2 = ANY(n.runtimes) AND n.labels @> $3 AND NOT (n.id = ANY($4))
-		GROUP BY n.id`, seconds(r.FreshWithin), r.Runtime, labels, exclude)
+	rows, err := s.pool.Query(ctx, `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb
+		FROM nodes
+		WHERE state = 'ready' AND heartbeat_at > now() - $1 * interval '1 second'
+			AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND `+fmt.Sprintf(fitsSQL, 5, 6)+`
+		ORDER BY random() LIMIT $7`, seconds(r.FreshWithin), r.Runtime, labels, exclude, r.CPUMilli, r.MemoryMB, sampleSize)
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
-	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (free, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (free, error) {
 		var f free
-		err := row.Scan(&f.id, &f.cpu, &f.mem, &f.disk, &f.slots)
+		err := row.Scan(&f.id, &f.cpu, &f.mem)
 		return f, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
-	out := all[:0]
-	for _, f := range all {
-		if f.fits(r) {
-			out = append(out, f)
-		}
-	}
 	return out, nil
 }
 
-// admit reserves r on node id if, with the node's row locked, it still
-// has room; false when it has not.
-func (s *Store) admit(ctx context.Context, id string, r Request) (bool, Placement, error) {
-	var p Placement
-	ok := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		n, err := scanNode(tx.QueryRow(ctx, `SELECT `+nodeColumns+` FROM nodes
-			WHERE id = $1 AND state = 'ready' AND heartbeat_at > now() - $2 * interval '1 second' FOR UPDATE`, id, seconds(r.FreshWithin)))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		f := free{id: id}
-		if err := tx.QueryRow(ctx, `SELECT $2::bigint - coalesce(sum(cpu_milli), 0), $3::bigint - coalesce(sum(memory_mb), 0),
-				$4::bigint - coalesce(sum(disk_mb), 0), $5::bigint - count(*)
-			FROM placements WHERE node_id = $1 AND state IN `+liveStates, id, n.CPUMilli, n.MemoryMB, n.DiskMB, n.MaxSandboxes).
-			Scan(&f.cpu, &f.mem, &f.disk, &f.slots); err != nil {
-			return err
-		}
-		if !f.fits(r) {
-			return nil
-		}
-		p = Placement{ID: "rsv-" + randomHex(12), State: Reserved, Node: n}
-		if _, err := tx.Exec(ctx, `INSERT INTO placements (id, node_id, state, runtime, cpu_milli, memory_mb, disk_mb)
-			VALUES ($1, $2, 'reserved', $3, $4, $5, $6)`, p.ID, id, r.Runtime, r.CPUMilli, r.MemoryMB, r.DiskMB); err != nil {
-			return err
-		}
-		ok = true
-		return nil
-	})
-	if err != nil {
-		return false, Placement{}, fmt.Errorf("admitting a sandbox on node %s: %w", id, err)
-	}
-	return ok, p, nil
+// free is what a candidate node has left.
+type free struct {
+	id       string
+	cpu, mem int64
 }
+
+// admit reserves r on node id if it still has room: one statement adds r
+// to the node's counters where they stay within its capacity and inserts
+// the reservation; false when the node had no room (or is no longer
+// ready).
+func (s *Store) admit(ctx context.Context, id string, r Request) (Placement, bool, error) {
+	p := Placement{ID: "rsv-" + randomHex(12), State: Reserved}
+	tag, err := s.pool.Exec(ctx, `WITH n AS (
+			UPDATE nodes SET used_cpu_milli = used_cpu_milli + $2, used_memory_mb = used_memory_mb + $3,
+				used_disk_mb = used_disk_mb + $4, used_sandboxes = used_sandboxes + 1
+			WHERE id = $1 AND state = 'ready' AND heartbeat_at > now() - $5 * interval '1 second' AND `+fmt.Sprintf(fitsSQL, 2, 3)+`
+			RETURNING id)
+		INSERT INTO placements (id, node_id, state, runtime, cpu_milli, memory_mb, disk_mb)
+		SELECT $6, n.id, 'reserved', $7, $2, $3, $4 FROM n`,
+		id, r.CPUMilli, r.MemoryMB, r.DiskMB, seconds(r.FreshWithin), p.ID, r.Runtime)
+	if err != nil {
+		return Placement{}, false, fmt.Errorf("admitting a sandbox on node %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return Placement{}, false, nil
+	}
+	if p.Node, err = s.Node(ctx, id); err != nil {
+		return Placement{}, false, err
+	}
+	return p, true, nil
+}
+
+// unplace is the statement tail that gives back to their nodes what the
+// placements RETURNING node_id, cpu_milli, memory_mb, disk_mb in the CTE
+// "gone" took: every change of a placement out of reserved or placed goes
+// through it, in the same statement, so the counters never drift.
+const unplace = `, agg AS (SELECT node_id, sum(cpu_milli) AS c, sum(memory_mb) AS m, sum(disk_mb) AS d, count(*) AS k
+		FROM gone GROUP BY node_id)
+	UPDATE nodes SET used_cpu_milli = used_cpu_milli - agg.c, used_memory_mb = used_memory_mb - agg.m,
+		used_disk_mb = used_disk_mb - agg.d, used_sandboxes = used_sandboxes - agg.k
+	FROM agg WHERE nodes.id = agg.node_id`
+
+const goneColumns = ` RETURNING node_id, cpu_milli, memory_mb, disk_mb)`
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -219,13 +221,14 @@ func (s *Store) Bind(ctx context.Context, rsv, id, name string) error {
 
 // Release drops reservation rsv (its create failed).
 func (s *Store) Release(ctx context.Context, rsv string) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM placements WHERE id = $1 AND state = 'reserved'`, rsv)
+	_, err := s.pool.Exec(ctx, `WITH gone AS (DELETE FROM placements WHERE id = $1 AND state = 'reserved'`+goneColumns+unplace, rsv)
 	return err
 }
 
 // End records that sandbox id ended, giving its node the room back.
 func (s *Store) End(ctx context.Context, id string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE placements SET state = 'ended', updated_at = now() WHERE id = $1 AND state = 'placed'`, id)
+	_, err := s.pool.Exec(ctx, `WITH gone AS (UPDATE placements SET state = 'ended', updated_at = now()
+		WHERE id = $1 AND state = 'placed'`+goneColumns+unplace, id)
 	return err
 }
 
@@ -265,10 +268,9 @@ type Use struct {
 	Sandboxes                  int
 }
 
-// Uses sums the live placements of every node.
+// Uses reads every node's counters.
 func (s *Store) Uses(ctx context.Context) (map[string]Use, error) {
-	rows, err := s.pool.Query(ctx, `SELECT node_id, sum(cpu_milli), sum(memory_mb), sum(disk_mb), count(*)
-		FROM placements WHERE state IN `+liveStates+` GROUP BY node_id`)
+	rows, err := s.pool.Query(ctx, `SELECT id, used_cpu_milli, used_memory_mb, used_disk_mb, used_sandboxes FROM nodes`)
 	if err != nil {
 		return nil, err
 	}

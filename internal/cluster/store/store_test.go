@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"corral/internal/cluster/pgtest"
 	"corral/internal/errdefs"
 )
 
-func open(t *testing.T, url string) *Store {
+func open(t testing.TB, url string) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), url)
 	if err != nil {
@@ -79,6 +81,7 @@ func TestConcurrentAdmissionNeverOvercommits(t *testing.T) {
 	req := Request{Runtime: "gvisor", CPUMilli: 100, MemoryMB: 512, DiskMB: 100, FreshWithin: time.Minute}
 	var mu sync.Mutex
 	admitted, refused := 0, 0
+	var placed []string
 	var wg sync.WaitGroup
 	for i := range 40 { // 40 asks for 30 places
 		s := a
@@ -88,12 +91,13 @@ func TestConcurrentAdmissionNeverOvercommits(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.Reserve(ctx, req)
+			p, err := s.Reserve(ctx, req)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				admitted++
+				placed = append(placed, p.ID)
 			case errors.Is(err, errdefs.ErrResourceExhausted):
 				refused++
 			default:
@@ -113,6 +117,55 @@ func TestConcurrentAdmissionNeverOvercommits(t *testing.T) {
 		if u.MemoryMB > 5120 || u.Sandboxes > 10 {
 			t.Errorf("node %s overcommitted: %+v", id, u)
 		}
+	}
+	checkCounters(t, a)
+
+	// Half bound then ended, half released, from both stores at once:
+	// every node's counters come back to zero.
+	for i, rsv := range placed {
+		s := []*Store{a, b}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if i%4 < 2 {
+				id := fmt.Sprintf("sb-c%d", i)
+				if err = s.Bind(ctx, rsv, id, ""); err == nil {
+					err = s.End(ctx, id)
+				}
+			} else {
+				err = s.Release(ctx, rsv)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	checkCounters(t, a)
+	uses, _ = a.Uses(ctx)
+	for id, u := range uses {
+		if u != (Use{Node: id}) {
+			t.Errorf("node %s after every sandbox ended: %+v", id, u)
+		}
+	}
+}
+
+// checkCounters fails t where a node's counters differ from the sums of
+// its live placements.
+func checkCounters(t *testing.T, s *Store) {
+	t.Helper()
+	rows, err := s.pool.Query(context.Background(), `SELECT n.id FROM nodes n
+		LEFT JOIN (SELECT node_id, sum(cpu_milli) c, sum(memory_mb) m, sum(disk_mb) d, count(*) k
+			FROM placements WHERE state IN ('reserved', 'placed') GROUP BY node_id) p ON p.node_id = n.id
+		WHERE (n.used_cpu_milli, n.used_memory_mb, n.used_disk_mb, n.used_sandboxes) <>
+			(coalesce(p.c, 0), coalesce(p.m, 0), coalesce(p.d, 0), coalesce(p.k, 0))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(bad) > 0 {
+		t.Fatalf("nodes whose counters drifted from their placements: %v, %v", bad, err)
 	}
 }
 
@@ -209,6 +262,16 @@ func TestPlacementLabelsAndLoss(t *testing.T) {
 	}
 	if _, err := s.Heartbeat(ctx, "a", "wrong", nil, time.Hour); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("heartbeat with a wrong credential: %v", err)
+	}
+	checkCounters(t, s)
+	// b no longer runs what was placed on it (grace 0): the heartbeat
+	// ends those placements and frees the room.
+	if _, err := s.Heartbeat(ctx, "b", b.CredentialHash, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	checkCounters(t, s)
+	if uses, _ := s.Uses(ctx); uses["b"].Sandboxes != 3 {
+		t.Fatalf("b after a heartbeat listing nothing: %+v; want its 3 unbound reservations only (label, runtime, the second web)", uses["b"])
 	}
 }
 
