@@ -241,6 +241,16 @@ func TestCluster(t *testing.T) {
 	if out := viaCLI.mustCLI("ls"); !strings.Contains(out, ids[0]) || !strings.Contains(out, ids[3]) {
 		t.Fatalf("corral ls through a control:\n%s", out)
 	}
+	if out := viaCLI.mustCLI("run", "--", "echo", "run-via-cli"); out != "run-via-cli\n" {
+		t.Fatalf("corral run through a control: %q", out)
+	}
+
+	// run's sandbox is removed without waiting (202): its room comes back
+	// once its node no longer lists it.
+	clusterWait(t, 30*time.Second, "run's sandbox gone from the placements", func() bool {
+		nodes := b.nodes()
+		return nodes["n1"].Sandboxes == 2 && nodes["n2"].Sandboxes == 2
+	})
 
 	// Each node takes 3 (--max-sandboxes): one place is left on each.
 	// Four creates at once through both controls take exactly those two,

@@ -55,11 +55,8 @@ func (s *Server) proxy(credential bool) http.HandlerFunc {
 				writeError(w, fmt.Errorf("%w: sandbox %s: its node %s does not answer: %v", errdefs.ErrUnavailable, id, p.Node.ID, err))
 			},
 			ModifyResponse: func(resp *http.Response) error {
-				if r.Method == http.MethodDelete && r.URL.Path == "/v1/sandboxes/"+id && resp.StatusCode < 300 {
-					// Its room on the node is free again.
-					if err := s.st.End(context.WithoutCancel(r.Context()), p.ID); err != nil {
-						s.log.Warn("recording a sandbox's end", "op", "cluster", "sandbox", p.ID, "err", err)
-					}
+				if r.Method == http.MethodDelete && r.URL.Path == "/v1/sandboxes/"+id {
+					s.noteDelete(context.WithoutCancel(r.Context()), p.ID, resp.StatusCode)
 				}
 				return nil
 			},
@@ -87,4 +84,20 @@ func (s *Server) nodeTarget(n store.Node) (*url.URL, string, error) {
 		return nil, "", fmt.Errorf("%w: node %s's credential does not derive from this control plane's join token (a different --join-token-file?)", errdefs.ErrUnavailable, n.ID)
 	}
 	return u, cred, nil
+}
+
+// noteDelete records a delete's answer: 200 is a sandbox gone from its
+// node, whose room is free again; 202 (?wait=false) one being removed,
+// which the node still holds until its heartbeat no longer lists it.
+func (s *Server) noteDelete(ctx context.Context, id string, status int) {
+	var err error
+	switch status {
+	case http.StatusOK:
+		err = s.st.End(ctx, id)
+	case http.StatusAccepted:
+		err = s.st.Ending(ctx, id)
+	}
+	if err != nil {
+		s.log.Warn("recording a sandbox's removal", "op", "cluster", "sandbox", id, "err", err)
+	}
 }

@@ -42,7 +42,7 @@ var migrations = []string{
 		id         text PRIMARY KEY,
 		name       text,
 		node_id    text NOT NULL REFERENCES nodes (id),
-		state      text NOT NULL CHECK (state IN ('reserved', 'placed', 'lost', 'ended')),
+		state      text NOT NULL CHECK (state IN ('reserved', 'placed', 'ending', 'lost', 'ended')),
 		runtime    text NOT NULL,
 		cpu_milli  bigint NOT NULL,
 		memory_mb  bigint NOT NULL,
@@ -51,9 +51,9 @@ var migrations = []string{
 		created_at timestamptz NOT NULL DEFAULT now(),
 		updated_at timestamptz NOT NULL DEFAULT now()
 	);
-	CREATE INDEX placements_node_live ON placements (node_id) WHERE state IN ('reserved', 'placed');
+	CREATE INDEX placements_node_live ON placements (node_id) WHERE state IN ('reserved', 'placed', 'ending');
 	CREATE INDEX placements_node_lost ON placements (node_id) WHERE state = 'lost' AND NOT reaped;
-	CREATE UNIQUE INDEX placements_placed_name ON placements (name) WHERE state = 'placed';`,
+	CREATE UNIQUE INDEX placements_placed_name ON placements (name) WHERE state IN ('placed', 'ending');`,
 }
 
 // Migrate brings the schema to the newest version. Several instances may

@@ -77,8 +77,8 @@ func (s *Store) Register(ctx context.Context, n Node) error {
 // Heartbeat records that node id (proving itself with its credential's
 // hash) is alive and runs the sandboxes live. A lost node that beats
 // again is ready again. Placements of the node that are no longer live
-// end (those bound within the last grace are spared: a create may have
-// finished after the node listed its sandboxes). It returns the
+// end: ending ones at once, placed ones bound more than grace ago (a
+// create may have finished after the node listed its sandboxes). It returns the
 // sandboxes the cluster gave up on while the node was lost, which the
 // node must terminate and then report with Reaped.
 func (s *Store) Heartbeat(ctx context.Context, id, credHash string, live []string, grace time.Duration) ([]string, error) {
@@ -96,7 +96,8 @@ func (s *Store) Heartbeat(ctx context.Context, id, credHash string, live []strin
 			live = []string{}
 		}
 		if _, err := tx.Exec(ctx, `WITH gone AS (UPDATE placements SET state = 'ended', updated_at = now()
-			WHERE node_id = $1 AND state = 'placed' AND updated_at < now() - $2 * interval '1 second' AND NOT (id = ANY($3))`+
+			WHERE node_id = $1 AND NOT (id = ANY($3))
+				AND (state = 'placed' AND updated_at < now() - $2 * interval '1 second' OR state = 'ending')`+
 			goneColumns+unplace, id, seconds(grace), live); err != nil {
 			return err
 		}
@@ -160,6 +161,11 @@ func (s *Store) MarkLost(ctx context.Context, after time.Duration) ([]string, er
 		if len(lost) > 0 {
 			if _, err := tx.Exec(ctx, `UPDATE placements SET state = 'lost', updated_at = now()
 				WHERE node_id = ANY($1) AND state = 'placed'`, lost); err != nil {
+				return err
+			}
+			// What was being removed there is taken as removed.
+			if _, err := tx.Exec(ctx, `UPDATE placements SET state = 'ended', updated_at = now()
+				WHERE node_id = ANY($1) AND state = 'ending'`, lost); err != nil {
 				return err
 			}
 			// A create in flight there fails to bind (Bind), and its

@@ -20,6 +20,7 @@ import (
 const (
 	Reserved = "reserved" // admitted, the create not yet answered
 	Placed   = "placed"   // the node created it
+	Ending   = "ending"   // being removed on its node, which still holds it
 	Lost     = "lost"     // its node was lost
 	Ended    = "ended"    // terminated, or gone from its node
 )
@@ -225,17 +226,26 @@ func (s *Store) Release(ctx context.Context, rsv string) error {
 	return err
 }
 
-// End records that sandbox id ended, giving its node the room back.
+// End records that sandbox id ended and is gone from its node, giving
+// the node the room back.
 func (s *Store) End(ctx context.Context, id string) error {
 	_, err := s.pool.Exec(ctx, `WITH gone AS (UPDATE placements SET state = 'ended', updated_at = now()
-		WHERE id = $1 AND state = 'placed'`+goneColumns+unplace, id)
+		WHERE id = $1 AND state IN ('placed', 'ending')`+goneColumns+unplace, id)
 	return err
 }
 
-// NameTaken says whether a placed sandbox is named name.
+// Ending records that sandbox id is being removed: its node holds it (and
+// refuses by it) until it is gone, so its room stays taken until the
+// node's next heartbeat no longer lists it.
+func (s *Store) Ending(ctx context.Context, id string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE placements SET state = 'ending', updated_at = now() WHERE id = $1 AND state = 'placed'`, id)
+	return err
+}
+
+// NameTaken says whether a placed (or ending) sandbox is named name.
 func (s *Store) NameTaken(ctx context.Context, name string) (bool, error) {
 	var taken bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM placements WHERE name = $1 AND state = 'placed')`, name).Scan(&taken)
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM placements WHERE name = $1 AND state IN ('placed', 'ending'))`, name).Scan(&taken)
 	return taken, err
 }
 
@@ -247,7 +257,7 @@ func (s *Store) Lookup(ctx context.Context, id string) (Placement, error) {
 	var nodeID string
 	err := s.pool.QueryRow(ctx, `SELECT id, state, updated_at, node_id FROM placements
 		WHERE (id = $1 OR name = $1) AND state <> 'reserved'
-		ORDER BY id = $1 DESC, state = 'placed' DESC, updated_at DESC LIMIT 1`, id).
+		ORDER BY id = $1 DESC, state IN ('placed', 'ending') DESC, updated_at DESC LIMIT 1`, id).
 		Scan(&p.ID, &p.State, &p.Updated, &nodeID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Placement{}, fmt.Errorf("%w: sandbox %s", errdefs.ErrNotFound, id)

@@ -157,7 +157,7 @@ func checkCounters(t *testing.T, s *Store) {
 	t.Helper()
 	rows, err := s.pool.Query(context.Background(), `SELECT n.id FROM nodes n
 		LEFT JOIN (SELECT node_id, sum(cpu_milli) c, sum(memory_mb) m, sum(disk_mb) d, count(*) k
-			FROM placements WHERE state IN ('reserved', 'placed') GROUP BY node_id) p ON p.node_id = n.id
+			FROM placements WHERE state IN ('reserved', 'placed', 'ending') GROUP BY node_id) p ON p.node_id = n.id
 		WHERE (n.used_cpu_milli, n.used_memory_mb, n.used_disk_mb, n.used_sandboxes) <>
 			(coalesce(p.c, 0), coalesce(p.m, 0), coalesce(p.d, 0), coalesce(p.k, 0))`)
 	if err != nil {
@@ -294,4 +294,44 @@ func TestLeaderIsOne(t *testing.T) {
 		t.Fatalf("no leader after the first resigned: %v", err)
 	}
 	lb.Resign(ctx)
+}
+
+// A sandbox being removed keeps its room until its node's heartbeat no
+// longer lists it, at once (no grace: it was bound long before).
+func TestEndingHoldsRoomUntilGone(t *testing.T) {
+	url := pgtest.Start(t)
+	ctx := context.Background()
+	s := open(t, url)
+	n := testNode("a", 4096)
+	if err := s.Register(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Reserve(ctx, Request{Runtime: "gvisor", CPUMilli: 100, MemoryMB: 256, FreshWithin: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Bind(ctx, p.ID, "sb-e", "named"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ending(ctx, "sb-e"); err != nil {
+		t.Fatal(err)
+	}
+	if taken, err := s.NameTaken(ctx, "named"); err != nil || !taken {
+		t.Fatalf("the name of a sandbox being removed: taken %v, %v", taken, err)
+	}
+	for _, c := range []struct {
+		live []string
+		want int
+	}{{[]string{"sb-e"}, 1}, {nil, 0}} {
+		if _, err := s.Heartbeat(ctx, "a", n.CredentialHash, c.live, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if uses, _ := s.Uses(ctx); uses["a"].Sandboxes != c.want {
+			t.Fatalf("node listing %v: %d sandboxes held, want %d", c.live, uses["a"].Sandboxes, c.want)
+		}
+		checkCounters(t, s)
+	}
+	if got, err := s.Lookup(ctx, "sb-e"); err != nil || got.State != Ended {
+		t.Fatalf("after its node no longer lists it: %+v, %v", got, err)
+	}
 }
