@@ -83,30 +83,32 @@ func (s *Store) Register(ctx context.Context, n Node) error {
 // node must terminate and then report with Reaped.
 func (s *Store) Heartbeat(ctx context.Context, id, credHash string, live []string, grace time.Duration) ([]string, error) {
 	var reap []string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE nodes SET heartbeat_at = now(), state = 'ready', lost_at = NULL
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, `UPDATE nodes SET heartbeat_at = now(), state = 'ready', lost_at = NULL
 			WHERE id = $1 AND credential_hash = $2`, id, credHash)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("%w: node %s is not registered with this credential", errdefs.ErrNotFound, id)
-		}
-		if live == nil {
-			live = []string{}
-		}
-		if _, err := tx.Exec(ctx, `WITH gone AS (UPDATE placements SET state = 'ended', updated_at = now()
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				return fmt.Errorf("%w: node %s is not registered with this credential", errdefs.ErrNotFound, id)
+			}
+			if live == nil {
+				live = []string{}
+			}
+			if _, err := tx.Exec(ctx, `WITH gone AS (UPDATE placements SET state = 'ended', updated_at = now()
 			WHERE node_id = $1 AND NOT (id = ANY($3))
 				AND (state = 'placed' AND updated_at < now() - $2 * interval '1 second' OR state = 'ending')`+
-			goneColumns+unplace, id, seconds(grace), live); err != nil {
+				goneColumns+unplace, id, seconds(grace), live); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, `SELECT id FROM placements WHERE node_id = $1 AND state = 'lost' AND NOT reaped`, id)
+			if err != nil {
+				return err
+			}
+			reap, err = pgx.CollectRows(rows, pgx.RowTo[string])
 			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT id FROM placements WHERE node_id = $1 AND state = 'lost' AND NOT reaped`, id)
-		if err != nil {
-			return err
-		}
-		reap, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat of node %s: %w", id, err)
@@ -146,37 +148,39 @@ func (s *Store) Node(ctx context.Context, id string) (Node, error) {
 // marked. Call it from the leader only (Lead).
 func (s *Store) MarkLost(ctx context.Context, after time.Duration) ([]string, error) {
 	var lost []string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Everything live on a lost node stops being live below, in this
-		// transaction: its counters start again from zero.
-		rows, err := tx.Query(ctx, `UPDATE nodes SET state = 'lost', lost_at = now(),
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			// Everything live on a lost node stops being live below, in this
+			// transaction: its counters start again from zero.
+			rows, err := tx.Query(ctx, `UPDATE nodes SET state = 'lost', lost_at = now(),
 				used_cpu_milli = 0, used_memory_mb = 0, used_disk_mb = 0, used_sandboxes = 0
 			WHERE state = 'ready' AND heartbeat_at < now() - $1 * interval '1 second' RETURNING id`, seconds(after))
-		if err != nil {
-			return err
-		}
-		if lost, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return err
-		}
-		if len(lost) > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE placements SET state = 'lost', updated_at = now()
+			if err != nil {
+				return err
+			}
+			if lost, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return err
+			}
+			if len(lost) > 0 {
+				if _, err := tx.Exec(ctx, `UPDATE placements SET state = 'lost', updated_at = now()
 				WHERE node_id = ANY($1) AND state = 'placed'`, lost); err != nil {
-				return err
-			}
-			// What was being removed there is taken as removed.
-			if _, err := tx.Exec(ctx, `UPDATE placements SET state = 'ended', updated_at = now()
+					return err
+				}
+				// What was being removed there is taken as removed.
+				if _, err := tx.Exec(ctx, `UPDATE placements SET state = 'ended', updated_at = now()
 				WHERE node_id = ANY($1) AND state = 'ending'`, lost); err != nil {
-				return err
+					return err
+				}
+				// A create in flight there fails to bind (Bind), and its
+				// control instance removes what the node made.
+				if _, err := tx.Exec(ctx, `DELETE FROM placements WHERE node_id = ANY($1) AND state = 'reserved'`, lost); err != nil {
+					return err
+				}
 			}
-			// A create in flight there fails to bind (Bind), and its
-			// control instance removes what the node made.
-			if _, err := tx.Exec(ctx, `DELETE FROM placements WHERE node_id = ANY($1) AND state = 'reserved'`, lost); err != nil {
-				return err
-			}
-		}
-		_, err = tx.Exec(ctx, `WITH gone AS (DELETE FROM placements WHERE state = 'reserved' AND created_at < now() - $1 * interval '1 second'`+
-			goneColumns+unplace, seconds(staleReservation))
-		return err
+			_, err = tx.Exec(ctx, `WITH gone AS (DELETE FROM placements WHERE state = 'reserved' AND created_at < now() - $1 * interval '1 second'`+
+				goneColumns+unplace, seconds(staleReservation))
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("marking silent nodes lost: %w", err)

@@ -160,14 +160,19 @@ type free struct {
 // ready).
 func (s *Store) admit(ctx context.Context, id string, r Request) (Placement, bool, error) {
 	p := Placement{ID: "rsv-" + randomHex(12), State: Reserved}
-	tag, err := s.pool.Exec(ctx, `WITH n AS (
+	var tag pgconn.CommandTag
+	err := retry(ctx, func() error {
+		var err error
+		tag, err = s.pool.Exec(ctx, `WITH n AS (
 			UPDATE nodes SET used_cpu_milli = used_cpu_milli + $2, used_memory_mb = used_memory_mb + $3,
 				used_disk_mb = used_disk_mb + $4, used_sandboxes = used_sandboxes + 1
 			WHERE id = $1 AND state = 'ready' AND heartbeat_at > now() - $5 * interval '1 second' AND `+fmt.Sprintf(fitsSQL, 2, 3)+`
 			RETURNING id)
 		INSERT INTO placements (id, node_id, state, runtime, cpu_milli, memory_mb, disk_mb)
 		SELECT $6, n.id, 'reserved', $7, $2, $3, $4 FROM n`,
-		id, r.CPUMilli, r.MemoryMB, r.DiskMB, seconds(r.FreshWithin), p.ID, r.Runtime)
+			id, r.CPUMilli, r.MemoryMB, r.DiskMB, seconds(r.FreshWithin), p.ID, r.Runtime)
+		return err
+	})
 	if err != nil {
 		return Placement{}, false, fmt.Errorf("admitting a sandbox on node %s: %w", id, err)
 	}
@@ -222,16 +227,20 @@ func (s *Store) Bind(ctx context.Context, rsv, id, name string) error {
 
 // Release drops reservation rsv (its create failed).
 func (s *Store) Release(ctx context.Context, rsv string) error {
-	_, err := s.pool.Exec(ctx, `WITH gone AS (DELETE FROM placements WHERE id = $1 AND state = 'reserved'`+goneColumns+unplace, rsv)
-	return err
+	return retry(ctx, func() error {
+		_, err := s.pool.Exec(ctx, `WITH gone AS (DELETE FROM placements WHERE id = $1 AND state = 'reserved'`+goneColumns+unplace, rsv)
+		return err
+	})
 }
 
 // End records that sandbox id ended and is gone from its node, giving
 // the node the room back.
 func (s *Store) End(ctx context.Context, id string) error {
-	_, err := s.pool.Exec(ctx, `WITH gone AS (UPDATE placements SET state = 'ended', updated_at = now()
-		WHERE id = $1 AND state IN ('placed', 'ending')`+goneColumns+unplace, id)
-	return err
+	return retry(ctx, func() error {
+		_, err := s.pool.Exec(ctx, `WITH gone AS (UPDATE placements SET state = 'ended', updated_at = now()
+			WHERE id = $1 AND state IN ('placed', 'ending')`+goneColumns+unplace, id)
+		return err
+	})
 }
 
 // Ending records that sandbox id is being removed: its node holds it (and
