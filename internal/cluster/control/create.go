@@ -37,7 +37,7 @@ const selectorField = "node_selector"
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	body, req, name, err := s.readCreate(w, r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	if name != "" {
@@ -46,7 +46,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			if err == nil {
 				err = fmt.Errorf("%w: a sandbox named %q already runs in the cluster", errdefs.ErrAlreadyExists, name)
 			}
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 	}
@@ -59,7 +59,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			if last != nil && errors.Is(err, errdefs.ErrResourceExhausted) {
 				break // no other node: say why the tried ones failed
 			}
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 		tried = append(tried, p.Node.ID)
@@ -79,7 +79,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.finishCreate(w, r, p, resp)
 		return
 	}
-	writeError(w, fmt.Errorf("%w: creating a sandbox: the nodes tried (%v) failed or refused it; the last: %v", errdefs.ErrUnavailable, tried, last))
+	s.writeError(w, fmt.Errorf("%w: creating a sandbox: the nodes tried (%v) failed or refused it; the last: %v", errdefs.ErrUnavailable, tried, last))
 }
 
 // readCreate reads a create's body: the body for the node (without the
@@ -185,7 +185,7 @@ func (s *Server) finishCreate(w http.ResponseWriter, r *http.Request, p store.Pl
 	var sb apiv1.Sandbox
 	if err := json.Unmarshal(a.body, &sb); err != nil || sb.ID == "" {
 		s.release(r.Context(), p)
-		writeError(w, fmt.Errorf("%w: node %s answered a create with no sandbox id", errdefs.ErrUnavailable, p.Node.ID))
+		s.writeError(w, fmt.Errorf("%w: node %s answered a create with no sandbox id", errdefs.ErrUnavailable, p.Node.ID))
 		return
 	}
 	ctx := context.WithoutCancel(r.Context())
@@ -194,7 +194,7 @@ func (s *Server) finishCreate(w http.ResponseWriter, r *http.Request, p store.Pl
 		// name: what the node made goes, and its room.
 		s.release(ctx, p)
 		s.removeOnNode(ctx, p.Node, sb.ID)
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	relay(w, a)

@@ -23,7 +23,7 @@ const partialHeader = "X-Corral-Missing-Nodes"
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	ns, err := s.st.Nodes(r.Context())
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	var mu sync.Mutex

@@ -24,16 +24,16 @@ func (s *Server) proxy(credential bool) http.HandlerFunc {
 		id := r.PathValue("id")
 		p, err := s.st.Lookup(r.Context(), id)
 		if err != nil {
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 		if p.State == store.Lost {
-			writeError(w, lostError(p))
+			s.writeError(w, lostError(p))
 			return
 		}
 		target, cred, err := s.nodeTarget(p.Node)
 		if err != nil {
-			writeError(w, err)
+			s.writeError(w, err)
 			return
 		}
 		rp := &httputil.ReverseProxy{
@@ -52,7 +52,7 @@ func (s *Server) proxy(credential bool) http.HandlerFunc {
 				if errors.Is(err, context.Canceled) {
 					return
 				}
-				writeError(w, fmt.Errorf("%w: sandbox %s: its node %s does not answer: %v", errdefs.ErrUnavailable, id, p.Node.ID, err))
+				s.writeError(w, fmt.Errorf("%w: sandbox %s: its node %s does not answer: %v", errdefs.ErrUnavailable, id, p.Node.ID, err))
 			},
 			ModifyResponse: func(resp *http.Response) error {
 				if r.Method == http.MethodDelete && r.URL.Path == "/v1/sandboxes/"+id {

@@ -47,14 +47,14 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/sandboxes/{id}/tunnel/{port}", s.proxy(false))
 	// A fork makes sandboxes on the node with no placement: refused until
 	// the control plane places them (docs/CLUSTER.md).
-	s.mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.auth(notServed))
+	s.mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.auth(s.notServed))
 	s.mux.HandleFunc("/v1/sandboxes/{id}", s.auth(s.proxy(true)))
 	s.mux.HandleFunc("/v1/sandboxes/{id}/{rest...}", s.auth(s.proxy(true)))
-	s.mux.HandleFunc("/", s.auth(notServed))
+	s.mux.HandleFunc("/", s.auth(s.notServed))
 }
 
-func notServed(w http.ResponseWriter, r *http.Request) {
-	writeError(w, fmt.Errorf("%w: %s %s is not served by the control plane yet (docs/CLUSTER.md)", errdefs.ErrNotSupported, r.Method, r.URL.Path))
+func (s *Server) notServed(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, fmt.Errorf("%w: %s %s is not served by the control plane yet (docs/CLUSTER.md)", errdefs.ErrNotSupported, r.Method, r.URL.Path))
 }
 
 // ServeHTTP implements http.Handler.
@@ -64,11 +64,11 @@ func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || got == "" {
-			writeError(w, fmt.Errorf("%w: missing bearer token (Authorization: Bearer <token>)", errdefs.ErrUnauthenticated))
+			s.writeError(w, fmt.Errorf("%w: missing bearer token (Authorization: Bearer <token>)", errdefs.ErrUnauthenticated))
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
-			writeError(w, fmt.Errorf("%w: wrong token", errdefs.ErrUnauthenticated))
+			s.writeError(w, fmt.Errorf("%w: wrong token", errdefs.ErrUnauthenticated))
 			return
 		}
 		next(w, r)
@@ -79,7 +79,7 @@ func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 	ns, err := s.st.Nodes(r.Context())
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	v := apiv1.Version{Version: s.cfg.Version, Runtimes: []string{}}
@@ -121,12 +121,12 @@ type ClusterNode struct {
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 	ns, err := s.st.Nodes(r.Context())
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	uses, err := s.st.Uses(r.Context())
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	out := []ClusterNode{}
@@ -153,11 +153,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError answers with err translated once: its kind's status, and the
 // body every Corral API error has.
 // An internal error's message (the database's words) is not shown.
-func writeError(w http.ResponseWriter, err error) {
+func (s *Server) writeError(w http.ResponseWriter, err error) {
 	status := errdefs.HTTPStatus(err)
 	wire := errdefs.ToWire(err)
 	if status == http.StatusInternalServerError {
-		slog.Warn("control plane request failed", "op", "cluster", "err", err, "request_id", reqid.FromResponse(w))
+		s.log.Warn("control plane request failed", "op", "cluster", "err", err, "request_id", reqid.FromResponse(w))
 		wire.Error.Message = "internal error"
 	}
 	writeJSON(w, status, wire)
