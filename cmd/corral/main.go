@@ -47,7 +47,7 @@ func newRoot() *cobra.Command {
 		newWaitCmd(), newLogsCmd(), newEventsCmd(), newShellCmd(), newFsCmd(), newBenchCmd(),
 		newPsCmd(), newAttachCmd(), newNetCmd(), newURLCmd(), newPortForwardCmd(), newImageCmd(), newSnapshotCmd(), newPauseCmd(), newResumeCmd(), newForkCmd(),
 		newTimeoutCmd(), newTagCmd(), newStatsCmd(), newMCPCmd(), newVolumeCmd(), newSecretCmd(), newAuditCmd(), newUsageCmd(),
-		newSelftestCmd(), newSelftestProbeCmd(),
+		newSelftestCmd(), newSelftestProbeCmd(), newNodeCmd(),
 	)
 	return root
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,13 +20,6 @@ import (
 	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 )
-
-// clusterNode is the part of GET /v1/cluster/nodes the test reads.
-type clusterNode struct {
-	ID        string `json:"id"`
-	State     string `json:"state"`
-	Sandboxes int    `json:"sandboxes"`
-}
 
 // controlPlane is one `corral serve --control` process.
 type controlPlane struct {
@@ -76,21 +68,14 @@ func startControl(t *testing.T, args []string, token string) *controlPlane {
 	return c
 }
 
-func (c *controlPlane) nodes() map[string]clusterNode {
+func (c *controlPlane) nodes() map[string]apiv1.ClusterNode {
 	c.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://"+c.addr+"/v1/cluster/nodes", nil)
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
+	ns, err := c.client.ClusterNodes(context.Background())
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var out struct{ Nodes []clusterNode }
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		c.t.Fatal(err)
-	}
-	m := map[string]clusterNode{}
-	for _, n := range out.Nodes {
+	m := map[string]apiv1.ClusterNode{}
+	for _, n := range ns {
 		m[n.ID] = n
 	}
 	return m
@@ -240,6 +225,9 @@ func TestCluster(t *testing.T) {
 	}
 	if out := viaCLI.mustCLI("ls"); !strings.Contains(out, ids[0]) || !strings.Contains(out, ids[3]) {
 		t.Fatalf("corral ls through a control:\n%s", out)
+	}
+	if out := viaCLI.mustCLI("node", "ls"); !strings.Contains(out, "n1") || !strings.Contains(out, "n2") || strings.Count(out, " ready ") != 2 {
+		t.Fatalf("corral node ls through a control:\n%s", out)
 	}
 	if out := viaCLI.mustCLI("run", "--", "echo", "run-via-cli"); out != "run-via-cli\n" {
 		t.Fatalf("corral run through a control: %q", out)

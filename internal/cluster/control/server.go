@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"corral/internal/cluster/store"
 	"corral/internal/errdefs"
@@ -97,27 +98,6 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// ClusterNode is one node in GET /v1/cluster/nodes.
-type ClusterNode struct {
-	ID           string            `json:"id"`
-	Address      string            `json:"address"`
-	State        string            `json:"state"`
-	Runtimes     []string          `json:"runtimes"`
-	KVM          bool              `json:"kvm"`
-	Labels       map[string]string `json:"labels"`
-	CPU          float64           `json:"cpu"`
-	MemoryMB     int64             `json:"memory_mb"`
-	DiskMB       int64             `json:"disk_mb"`
-	MaxSandboxes int               `json:"max_sandboxes"`
-	// Placed sums the requests of the sandboxes placed there.
-	PlacedCPU      float64 `json:"placed_cpu"`
-	PlacedMemoryMB int64   `json:"placed_memory_mb"`
-	PlacedDiskMB   int64   `json:"placed_disk_mb"`
-	Sandboxes      int     `json:"sandboxes"`
-	Heartbeat      string  `json:"heartbeat"`
-	LostAt         string  `json:"lost_at,omitempty"`
-}
-
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 	ns, err := s.st.Nodes(r.Context())
 	if err != nil {
@@ -129,19 +109,19 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	out := []ClusterNode{}
+	out := apiv1.ClusterNodes{Nodes: []apiv1.ClusterNode{}}
 	for _, n := range ns {
 		u := uses[n.ID]
-		c := ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Runtimes: n.Runtimes, KVM: n.KVM, Labels: n.Labels,
+		c := apiv1.ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Runtimes: n.Runtimes, KVM: n.KVM, Labels: n.Labels,
 			CPU: float64(n.CPUMilli) / 1000, MemoryMB: n.MemoryMB, DiskMB: n.DiskMB, MaxSandboxes: n.MaxSandboxes,
 			PlacedCPU: float64(u.CPUMilli) / 1000, PlacedMemoryMB: u.MemoryMB, PlacedDiskMB: u.DiskMB, Sandboxes: u.Sandboxes,
-			Heartbeat: n.Heartbeat.UTC().Format("2006-01-02T15:04:05.000Z")}
+			Heartbeat: n.Heartbeat.UTC().Format(time.RFC3339Nano)}
 		if n.LostAt != nil {
-			c.LostAt = n.LostAt.UTC().Format("2006-01-02T15:04:05.000Z")
+			c.LostAt = n.LostAt.UTC().Format(time.RFC3339Nano)
 		}
-		out = append(out, c)
+		out.Nodes = append(out.Nodes, c)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"nodes": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

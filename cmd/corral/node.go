@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"corral/sdk/go/corral"
+
+	"github.com/spf13/cobra"
+)
+
+func newNodeCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "node", Short: "A cluster's nodes (through a control plane: corral serve --control)"}
+	cmd.AddCommand(newNodeLsCmd())
+	return cmd
+}
+
+func newNodeLsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the cluster's nodes: state, runtimes, capacity and what is placed on each",
+		Args:  cobra.NoArgs,
+		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
+			nodes, err := c.ClusterNodes(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(nodes)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tSTATE\tRUNTIMES\tSANDBOXES\tCPU\tMEMORY MiB\tLABELS\tHEARTBEAT")
+			for _, n := range nodes {
+				var labels []string
+				for k, v := range n.Labels {
+					labels = append(labels, k+"="+v)
+				}
+				sort.Strings(labels)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%g/%g\t%d/%d\t%s\t%s\n", n.ID, n.State, strings.Join(n.Runtimes, ","),
+					n.Sandboxes, n.MaxSandboxes, n.PlacedCPU, n.CPU, n.PlacedMemoryMB, n.MemoryMB, strings.Join(labels, ","), n.Heartbeat)
+			}
+			return tw.Flush()
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

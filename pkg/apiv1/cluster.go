@@ -1,0 +1,30 @@
+package apiv1
+
+// ClusterNode is one node of a cluster, in GET /v1/cluster/nodes (served
+// by a control plane, `corral serve --control`).
+type ClusterNode struct {
+	ID       string            `json:"id"`
+	Address  string            `json:"address"`
+	State    string            `json:"state"` // ready or lost
+	Runtimes []string          `json:"runtimes"`
+	KVM      bool              `json:"kvm"`
+	Labels   map[string]string `json:"labels"`
+	// Capacity: what the node admits.
+	CPU          float64 `json:"cpu"`
+	MemoryMB     int64   `json:"memory_mb"`
+	DiskMB       int64   `json:"disk_mb"`
+	MaxSandboxes int     `json:"max_sandboxes"`
+	// Placed sums the requests of the sandboxes placed there (reserved,
+	// running or being removed).
+	PlacedCPU      float64 `json:"placed_cpu"`
+	PlacedMemoryMB int64   `json:"placed_memory_mb"`
+	PlacedDiskMB   int64   `json:"placed_disk_mb"`
+	Sandboxes      int     `json:"sandboxes"`
+	Heartbeat      string  `json:"heartbeat"` // RFC 3339, UTC
+	LostAt         string  `json:"lost_at,omitempty"`
+}
+
+// ClusterNodes is the body of GET /v1/cluster/nodes.
+type ClusterNodes struct {
+	Nodes []ClusterNode `json:"nodes"`
+}
