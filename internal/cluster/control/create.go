@@ -27,6 +27,10 @@ const maxCreateBody = 1 << 20
 // createTries is how many nodes a create tries before it gives up.
 const createTries = 3
 
+// createTimeout bounds the wait for a node's answer to a create (a vm
+// sandbox under TCG, an image pulled first).
+const createTimeout = 10 * time.Minute
+
 // selectorField is the control plane's own field of a create: the labels
 // the node must carry. It is taken out before the body goes to the node.
 const selectorField = "node_selector"
@@ -153,7 +157,11 @@ func (s *Server) forwardCreate(r *http.Request, n store.Node, body []byte) (node
 	if err != nil {
 		return nodeAnswer{}, err
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, target.JoinPath("/v1/sandboxes").String(), bytes.NewReader(body))
+	// A caller that leaves does not leave the sandbox unrecorded on its
+	// node: the answer is awaited and bound all the same.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), createTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.JoinPath("/v1/sandboxes").String(), bytes.NewReader(body))
 	if err != nil {
 		return nodeAnswer{}, err
 	}
