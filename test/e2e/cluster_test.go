@@ -122,7 +122,8 @@ func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemo
 
 // TestCluster: a real PostgreSQL, two nodes and two control planes on one
 // host. Creates through both controls spread over both nodes; exec, files,
-// a PTY and the CLI through a control reach the sandbox's node; creates at
+// a PTY, an exposed port and the CLI through a control reach the
+// sandbox's node; creates at
 // once through both controls at capacity never overcommit; a control killed
 // mid-exec leaves the other serving; a node killed is marked lost (its
 // sandboxes answer so, creates go elsewhere), and when it returns it
@@ -280,6 +281,35 @@ func TestCluster(t *testing.T) {
 	}
 	if nodes := b.nodes(); nodes["n1"].Sandboxes != 2 || nodes["n2"].Sandboxes != 2 {
 		t.Fatalf("placements after removing the extra ones %+v, want 2 on each node", nodes)
+	}
+
+	// An exposed port answers through either control, with its port token.
+	web := strings.TrimSpace(viaCLI.mustCLI("create", "--expose", "8000"))
+	viaCLI.mustCLI("exec", "-d", web, "--", "python3", "-m", "http.server", "8000", "--bind", "127.0.0.1", "--directory", "/etc")
+	portURL := strings.TrimSpace(viaCLI.mustCLI("url", web, "8000"))
+	if !strings.HasPrefix(portURL, "http://"+b.addr+"/") || !strings.Contains(portURL, "corral_token=") {
+		t.Fatalf("corral url through a control: %q", portURL)
+	}
+	for _, u := range []string{portURL, strings.Replace(portURL, b.addr, a.addr, 1)} {
+		var status int
+		var body string
+		clusterWait(t, 30*time.Second, "the port's server through "+u, func() bool {
+			resp, err := http.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bb, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			status, body = resp.StatusCode, string(bb)
+			// The server starts in the background.
+			return !(status == http.StatusBadRequest && strings.Contains(body, "nothing listens"))
+		})
+		if status != http.StatusOK || !strings.Contains(body, "hostname") {
+			t.Fatalf("an exposed port through %s: %d %.300s", u, status, body)
+		}
+	}
+	if _, err := b.client.Terminate(ctx, web); err != nil {
+		t.Fatal(err)
 	}
 
 	// Control a dies mid-exec; b serves the same sandbox and creates.
