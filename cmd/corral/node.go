@@ -16,8 +16,36 @@ import (
 
 func newNodeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "A cluster's nodes (through a control plane: corral serve --control)"}
-	cmd.AddCommand(newNodeLsCmd())
+	cmd.AddCommand(newNodeLsCmd(), newNodeDrainCmd(true), newNodeDrainCmd(false))
 	return cmd
+}
+
+// newNodeDrainCmd is `corral node drain` (on) or `corral node undrain`.
+func newNodeDrainCmd(on bool) *cobra.Command {
+	use, short := "drain NODE", "Place no new sandboxes on NODE (its sandboxes stay)"
+	if !on {
+		use, short = "undrain NODE", "Place sandboxes on NODE again"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
+			n, err := c.DrainNode(ctx, args[0], on)
+			if err != nil {
+				return err
+			}
+			fmt.Println(nodeState(n.State, n.Draining))
+			return nil
+		}),
+	}
+}
+
+func nodeState(state string, draining bool) string {
+	if draining {
+		return state + " (draining)"
+	}
+	return state
 }
 
 func newNodeLsCmd() *cobra.Command {
@@ -44,7 +72,7 @@ func newNodeLsCmd() *cobra.Command {
 					labels = append(labels, k+"="+v)
 				}
 				sort.Strings(labels)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%g/%g\t%d/%d\t%s\t%s\n", n.ID, n.State, strings.Join(n.Runtimes, ","),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%g/%g\t%d/%d\t%s\t%s\n", n.ID, nodeState(n.State, n.Draining), strings.Join(n.Runtimes, ","),
 					n.Sandboxes, n.MaxSandboxes, n.PlacedCPU, n.CPU, n.PlacedMemoryMB, n.MemoryMB, strings.Join(labels, ","), n.Heartbeat)
 			}
 			return tw.Flush()

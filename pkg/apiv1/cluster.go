@@ -3,9 +3,12 @@ package apiv1
 // ClusterNode is one node of a cluster, in GET /v1/cluster/nodes (served
 // by a control plane, `corral serve --control`).
 type ClusterNode struct {
-	ID       string            `json:"id"`
-	Address  string            `json:"address"`
-	State    string            `json:"state"` // ready or lost
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	State   string `json:"state"` // ready or lost
+	// Draining: no new sandboxes are placed there (POST
+	// /v1/cluster/nodes/{id}/drain; undrain resumes).
+	Draining bool              `json:"draining,omitempty"`
 	Runtimes []string          `json:"runtimes"`
 	KVM      bool              `json:"kvm"`
 	Labels   map[string]string `json:"labels"`

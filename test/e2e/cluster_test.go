@@ -81,6 +81,11 @@ func (c *controlPlane) nodes() map[string]apiv1.ClusterNode {
 	return m
 }
 
+// viaCLI runs the CLI against control plane c.
+func viaCLI(t *testing.T, c *controlPlane, token string) *daemon {
+	return &daemon{t: t, addr: c.addr, token: token}
+}
+
 // clusterWait polls cond until it holds or limit passes.
 func clusterWait(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -186,7 +191,22 @@ func TestCluster(t *testing.T) {
 	if nodes["n1"].Sandboxes != 2 || nodes["n2"].Sandboxes != 2 {
 		t.Fatalf("placements %+v, want 2 on each node", nodes)
 	}
-	merged, err := b.client.List(ctx, "")
+	// Drained, n1 takes nothing new; undrained, it does again.
+	if out := strings.TrimSpace(viaCLI(t, a, token).mustCLI("node", "drain", "n1")); out != "ready (draining)" {
+		t.Fatalf("corral node drain n1: %q", out)
+	}
+	sb, err := b.client.Create(ctx, apiv1.CreateSandboxRequest{Timeout: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n2.client.Get(ctx, sb.ID); err != nil {
+		t.Fatalf("a create with n1 drained is not on n2: %v", err)
+	}
+	if _, err := a.client.Terminate(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	viaCLI(t, a, token).mustCLI("node", "undrain", "n1")
+	merged, err := b.client.List(ctx, "running")
 	if err != nil || len(merged) != 4 {
 		t.Fatalf("merged list: %d sandboxes, %v; want 4", len(merged), err)
 	}
@@ -220,17 +240,17 @@ func TestCluster(t *testing.T) {
 	}
 
 	// The CLI works through a control plane as through a daemon.
-	viaCLI := &daemon{t: t, addr: b.addr, token: token}
-	if out := viaCLI.mustCLI("exec", ids[2], "--", "echo", "via-cli"); out != "via-cli\n" {
+	cli := viaCLI(t, b, token)
+	if out := cli.mustCLI("exec", ids[2], "--", "echo", "via-cli"); out != "via-cli\n" {
 		t.Fatalf("corral exec through a control: %q", out)
 	}
-	if out := viaCLI.mustCLI("ls"); !strings.Contains(out, ids[0]) || !strings.Contains(out, ids[3]) {
+	if out := cli.mustCLI("ls"); !strings.Contains(out, ids[0]) || !strings.Contains(out, ids[3]) {
 		t.Fatalf("corral ls through a control:\n%s", out)
 	}
-	if out := viaCLI.mustCLI("node", "ls"); !strings.Contains(out, "n1") || !strings.Contains(out, "n2") || strings.Count(out, " ready ") != 2 {
+	if out := cli.mustCLI("node", "ls"); !strings.Contains(out, "n1") || !strings.Contains(out, "n2") || strings.Count(out, " ready ") != 2 {
 		t.Fatalf("corral node ls through a control:\n%s", out)
 	}
-	if out := viaCLI.mustCLI("run", "--", "echo", "run-via-cli"); out != "run-via-cli\n" {
+	if out := cli.mustCLI("run", "--", "echo", "run-via-cli"); out != "run-via-cli\n" {
 		t.Fatalf("corral run through a control: %q", out)
 	}
 
@@ -284,9 +304,9 @@ func TestCluster(t *testing.T) {
 	}
 
 	// An exposed port answers through either control, with its port token.
-	web := strings.TrimSpace(viaCLI.mustCLI("create", "--expose", "8000"))
-	viaCLI.mustCLI("exec", "-d", web, "--", "python3", "-m", "http.server", "8000", "--bind", "127.0.0.1", "--directory", "/etc")
-	portURL := strings.TrimSpace(viaCLI.mustCLI("url", web, "8000"))
+	web := strings.TrimSpace(cli.mustCLI("create", "--expose", "8000"))
+	cli.mustCLI("exec", "-d", web, "--", "python3", "-m", "http.server", "8000", "--bind", "127.0.0.1", "--directory", "/etc")
+	portURL := strings.TrimSpace(cli.mustCLI("url", web, "8000"))
 	if !strings.HasPrefix(portURL, "http://"+b.addr+"/") || !strings.Contains(portURL, "corral_token=") {
 		t.Fatalf("corral url through a control: %q", portURL)
 	}
@@ -354,7 +374,7 @@ func TestCluster(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Status != http.StatusConflict || !strings.Contains(ce.Message, "lost") {
 		t.Fatalf("GET of a sandbox on the lost node: %v, want 409 naming it lost", err)
 	}
-	sb, err := b.client.Create(ctx, apiv1.CreateSandboxRequest{Timeout: 300})
+	sb, err = b.client.Create(ctx, apiv1.CreateSandboxRequest{Timeout: 300})
 	if err != nil {
 		t.Fatalf("create with n2 lost: %v", err)
 	}

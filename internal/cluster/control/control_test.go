@@ -171,6 +171,20 @@ func TestControlPlaneAPI(t *testing.T) {
 		t.Errorf("a second sandbox named web: %d %s", status, body)
 	}
 
+	// A drained node takes no creates; undrained, it does again.
+	if status, body := call(t, srv, "POST", "/v1/cluster/nodes/n1/drain", testToken, ""); status != 200 || !strings.Contains(body, `"draining":true`) {
+		t.Fatalf("drain: %d %s", status, body)
+	}
+	if status, body := call(t, srv, "POST", "/v1/sandboxes", testToken, `{}`); status != 429 {
+		t.Errorf("a create with the only node drained: %d %s", status, body)
+	}
+	if status, body := call(t, srv, "POST", "/v1/cluster/nodes/n1/undrain", testToken, ""); status != 200 || strings.Contains(body, "draining") {
+		t.Fatalf("undrain: %d %s", status, body)
+	}
+	if status, body := call(t, srv, "POST", "/v1/cluster/nodes/n9/drain", testToken, ""); status != 404 {
+		t.Errorf("drain an unknown node: %d %s", status, body)
+	}
+
 	// A control plane with another join token cannot reach the node.
 	other := controlFor(t, st, "another-join-token-0123456789")
 	if status, body := call(t, other, "POST", "/v1/sandboxes", testToken, `{}`); status != 503 || !strings.Contains(body, "join token") {

@@ -41,6 +41,8 @@ func (s *Server) routes() {
 	})
 	s.mux.HandleFunc("GET /v1/version", s.auth(s.version))
 	s.mux.HandleFunc("GET /v1/cluster/nodes", s.auth(s.nodes))
+	s.mux.HandleFunc("POST /v1/cluster/nodes/{id}/drain", s.auth(s.drain(true)))
+	s.mux.HandleFunc("POST /v1/cluster/nodes/{id}/undrain", s.auth(s.drain(false)))
 	s.mux.HandleFunc("POST /v1/sandboxes", s.auth(s.create))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.list))
 	// Exposed ports authorise with the sandbox's port token on the node.
@@ -111,17 +113,38 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := apiv1.ClusterNodes{Nodes: []apiv1.ClusterNode{}}
 	for _, n := range ns {
-		u := uses[n.ID]
-		c := apiv1.ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Runtimes: n.Runtimes, KVM: n.KVM, Labels: n.Labels,
-			CPU: float64(n.CPUMilli) / 1000, MemoryMB: n.MemoryMB, DiskMB: n.DiskMB, MaxSandboxes: n.MaxSandboxes,
-			PlacedCPU: float64(u.CPUMilli) / 1000, PlacedMemoryMB: u.MemoryMB, PlacedDiskMB: u.DiskMB, Sandboxes: u.Sandboxes,
-			Heartbeat: n.Heartbeat.UTC().Format(time.RFC3339Nano)}
-		if n.LostAt != nil {
-			c.LostAt = n.LostAt.UTC().Format(time.RFC3339Nano)
-		}
-		out.Nodes = append(out.Nodes, c)
+		out.Nodes = append(out.Nodes, toAPINode(n, uses[n.ID]))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// drain stops (on) or resumes placing sandboxes on node {id}.
+func (s *Server) drain(on bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n, err := s.st.Drain(r.Context(), r.PathValue("id"), on)
+		if err != nil {
+			s.writeError(w, err)
+			return
+		}
+		s.log.InfoContext(r.Context(), "node drain changed", "op", "cluster", "node", n.ID, "draining", on)
+		uses, err := s.st.Uses(r.Context())
+		if err != nil {
+			s.writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, toAPINode(n, uses[n.ID]))
+	}
+}
+
+func toAPINode(n store.Node, u store.Use) apiv1.ClusterNode {
+	c := apiv1.ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Draining: n.Draining, Runtimes: n.Runtimes, KVM: n.KVM,
+		Labels: n.Labels, CPU: float64(n.CPUMilli) / 1000, MemoryMB: n.MemoryMB, DiskMB: n.DiskMB, MaxSandboxes: n.MaxSandboxes,
+		PlacedCPU: float64(u.CPUMilli) / 1000, PlacedMemoryMB: u.MemoryMB, PlacedDiskMB: u.DiskMB, Sandboxes: u.Sandboxes,
+		Heartbeat: n.Heartbeat.UTC().Format(time.RFC3339Nano)}
+	if n.LostAt != nil {
+		c.LostAt = n.LostAt.UTC().Format(time.RFC3339Nano)
+	}
+	return c
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -34,6 +34,8 @@ var migrations = []string{
 		credential_nonce text NOT NULL,
 		credential_hash  text NOT NULL,
 		state            text NOT NULL CHECK (state IN ('ready', 'lost')),
+		-- A drained node takes no new sandboxes; it keeps its own.
+		draining         boolean NOT NULL DEFAULT false,
 		joined_at        timestamptz NOT NULL DEFAULT now(),
 		heartbeat_at     timestamptz NOT NULL DEFAULT now(),
 		lost_at          timestamptz

@@ -36,17 +36,18 @@ type Node struct {
 	CredentialNonce string
 	CredentialHash  string
 	State           string
+	Draining        bool // no new sandboxes (Drain)
 	Heartbeat       time.Time
 	LostAt          *time.Time
 }
 
 const nodeColumns = `id, address, cpu_milli, memory_mb, disk_mb, max_sandboxes, runtimes, kvm, labels,
-	credential_nonce, credential_hash, state, heartbeat_at, lost_at`
+	credential_nonce, credential_hash, state, draining, heartbeat_at, lost_at`
 
 func scanNode(row pgx.Row) (Node, error) {
 	var n Node
 	err := row.Scan(&n.ID, &n.Address, &n.CPUMilli, &n.MemoryMB, &n.DiskMB, &n.MaxSandboxes, &n.Runtimes, &n.KVM, &n.Labels,
-		&n.CredentialNonce, &n.CredentialHash, &n.State, &n.Heartbeat, &n.LostAt)
+		&n.CredentialNonce, &n.CredentialHash, &n.State, &n.Draining, &n.Heartbeat, &n.LostAt)
 	return n, err
 }
 
@@ -58,7 +59,7 @@ func (s *Store) Register(ctx context.Context, n Node) error {
 		n.Labels = map[string]string{}
 	}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO nodes (`+nodeColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'ready', now(), NULL)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'ready', false, now(), NULL)
 		ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, cpu_milli = EXCLUDED.cpu_milli,
 			memory_mb = EXCLUDED.memory_mb, disk_mb = EXCLUDED.disk_mb, max_sandboxes = EXCLUDED.max_sandboxes,
 			runtimes = EXCLUDED.runtimes, kvm = EXCLUDED.kvm, labels = EXCLUDED.labels, heartbeat_at = now()
@@ -190,3 +191,16 @@ func (s *Store) MarkLost(ctx context.Context, after time.Duration) ([]string, er
 
 // staleReservation is how long a reservation may wait for its create.
 const staleReservation = 10 * time.Minute
+
+// Drain stops (on) or resumes (off) placing new sandboxes on node id; the
+// sandboxes it runs stay. It survives the node's restarts and losses.
+func (s *Store) Drain(ctx context.Context, id string, on bool) (Node, error) {
+	n, err := scanNode(s.pool.QueryRow(ctx, `UPDATE nodes SET draining = $2 WHERE id = $1 RETURNING `+nodeColumns, id, on))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Node{}, fmt.Errorf("%w: node %s", errdefs.ErrNotFound, id)
+	}
+	if err != nil {
+		return Node{}, fmt.Errorf("draining node %s: %w", id, err)
+	}
+	return n, nil
+}

@@ -131,7 +131,7 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb
 		FROM nodes
-		WHERE state = 'ready' AND heartbeat_at > now() - $1 * interval '1 second'
+		WHERE state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
 			AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND `+fmt.Sprintf(fitsSQL, 5, 6)+`
 		ORDER BY random() LIMIT $7`, seconds(r.FreshWithin), r.Runtime, labels, exclude, r.CPUMilli, r.MemoryMB, sampleSize)
 	if err != nil {
@@ -166,7 +166,7 @@ func (s *Store) admit(ctx context.Context, id string, r Request) (Placement, boo
 		tag, err = s.pool.Exec(ctx, `WITH n AS (
 			UPDATE nodes SET used_cpu_milli = used_cpu_milli + $2, used_memory_mb = used_memory_mb + $3,
 				used_disk_mb = used_disk_mb + $4, used_sandboxes = used_sandboxes + 1
-			WHERE id = $1 AND state = 'ready' AND heartbeat_at > now() - $5 * interval '1 second' AND `+fmt.Sprintf(fitsSQL, 2, 3)+`
+			WHERE id = $1 AND state = 'ready' AND NOT draining AND heartbeat_at > now() - $5 * interval '1 second' AND `+fmt.Sprintf(fitsSQL, 2, 3)+`
 			RETURNING id)
 		INSERT INTO placements (id, node_id, state, runtime, cpu_milli, memory_mb, disk_mb)
 		SELECT $6, n.id, 'reserved', $7, $2, $3, $4 FROM n`,

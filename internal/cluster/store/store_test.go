@@ -207,6 +207,19 @@ func TestPlacementLabelsAndLoss(t *testing.T) {
 	if _, err := s.Reserve(ctx, func() Request { r := base; r.Labels = map[string]string{"zone": "c"}; return r }()); !errors.Is(err, errdefs.ErrResourceExhausted) {
 		t.Fatalf("no node with zone=c: %v", err)
 	}
+	// A drained node takes nothing new until undrained.
+	if n, err := s.Drain(ctx, "b", true); err != nil || !n.Draining {
+		t.Fatalf("drain b: %+v, %v", n, err)
+	}
+	if p, err := s.Reserve(ctx, func() Request { r := base; r.Runtime = "vm"; return r }()); !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Fatalf("placed on the drained node: %+v, %v", p, err)
+	}
+	if _, err := s.Drain(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Drain(ctx, "nothere", true); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("drain an unknown node: %v", err)
+	}
 	p, err := s.Reserve(ctx, func() Request { r := base; r.Exclude = []string{"b"}; return r }())
 	if err != nil {
 		t.Fatal(err)

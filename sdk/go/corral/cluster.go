@@ -2,6 +2,7 @@ package corral
 
 import (
 	"context"
+	"net/url"
 
 	"corral/pkg/apiv1"
 )
@@ -13,4 +14,18 @@ func (c *Client) ClusterNodes(ctx context.Context) ([]apiv1.ClusterNode, error) 
 		return nil, err
 	}
 	return out.Nodes, nil
+}
+
+// DrainNode stops (on) or resumes (off) placing sandboxes on node id; its
+// sandboxes stay. It returns the node as it is now.
+func (c *Client) DrainNode(ctx context.Context, id string, on bool) (*apiv1.ClusterNode, error) {
+	op := "drain"
+	if !on {
+		op = "undrain"
+	}
+	var n apiv1.ClusterNode
+	if err := c.call(ctx, "POST", "/v1/cluster/nodes/"+url.PathEscape(id)+"/"+op, nil, nil, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
 }
