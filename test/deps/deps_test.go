@@ -29,7 +29,7 @@ var allowed = map[string][]string{
 	"corral/internal/agentapi/wiretest": {},
 	"corral/internal/api": {"corral/internal/agentapi", "corral/internal/audit", "corral/internal/build", "corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/image/oci",
 		"corral/internal/image/store", "corral/internal/manager", "corral/internal/netpolicy/policy", "corral/internal/sandbox", "corral/pkg/apiv1",
-		"corral/internal/reqid", "corral/internal/volume", "corral/internal/secrets", "corral/internal/usage"},
+		"corral/internal/reqid", "corral/internal/volume", "corral/internal/secrets", "corral/internal/usage", "corral/internal/websession"},
 	"corral/internal/audit": {"corral/internal/records", "corral/internal/reqid"},
 	"corral/internal/bench": {"corral/internal/cgroups", "corral/internal/mountinfo", "corral/internal/runtime/vm", "corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/build": {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/image/", "corral/internal/keylimit",
@@ -40,7 +40,9 @@ var allowed = map[string][]string{
 	"corral/internal/mcp":     {"corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/daemon": {"corral/internal/api", "corral/internal/audit", "corral/internal/build", "corral/internal/e2b", "corral/internal/e2b/envd", "corral/internal/image/store", "corral/internal/manager", "corral/internal/mcp",
 		"corral/internal/netpolicy/", "corral/internal/netpolicy", "corral/internal/records", "corral/internal/runtime", "corral/internal/sandbox",
-		"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/seal", "corral/internal/reqid", "corral/internal/telemetry", "corral/internal/volume"},
+		"corral/internal/runtime/gvisor", "corral/internal/runtime/vm", "corral/internal/seal", "corral/internal/reqid", "corral/internal/telemetry", "corral/internal/volume", "corral/internal/console", "corral/internal/websession"},
+	"corral/internal/console":    {"corral/internal/errdefs", "corral/internal/websession"},
+	"corral/internal/websession": {"corral/internal/errdefs"},
 	"corral/internal/e2b": {"corral/internal/build", "corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/manager",
 		"corral/internal/metrics", "corral/internal/netpolicy/policy", "corral/internal/sandbox", "corral/pkg/apiv1"},
 	"corral/internal/e2b/envd": {"corral/internal/agentapi", "corral/internal/e2b/envd/gen/filesystem", "corral/internal/e2b/envd/gen/filesystem/filesystemconnect",
@@ -222,6 +224,8 @@ var onlyImports = map[string][]string{
 	"corral/internal/hostpath":            {},
 	"corral/pkg/apiv1":                    {},
 	"corral/internal/reqid":               {},
+	"corral/internal/websession":          {"corral/internal/"},
+	"corral/internal/console":             {"corral/internal/"},
 	"corral/internal/telemetry":           {"github.com/prometheus/client_golang/", "github.com/prometheus/client_model/"},
 }
 
