@@ -17,11 +17,12 @@ let stepName = "start";
 const step = (name) => { stepName = name; console.log(`step: ${name}`); };
 const shot = (page, name) => page.screenshot({ path: join(out, name + ".png"), fullPage: true });
 
+let page = null;
 const browser = await chromium.launch({ executablePath: exe, headless: true, args: ["--no-sandbox"] });
 const requests = [], problems = [];
 try {
   const ctx = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 900 } });
-  const page = await ctx.newPage();
+  page = await ctx.newPage();
   page.setDefaultTimeout(WAIT);
   page.on("request", (r) => requests.push({ method: r.method(), url: r.url() }));
   page.on("websocket", (ws) => requests.push({ method: "WEBSOCKET", url: ws.url() }));
@@ -105,7 +106,7 @@ try {
   await page.click("#act-terminate");
   await page.locator("h1 .state.terminated, h1 .state.terminating").first().waitFor();
   await page.goto(base + "/#/");
-  await page.waitForSelector("#sandbox-rows");
+  await page.waitForSelector("#sandbox-rows", { state: "attached" });
   await waitFor(async () => (await page.locator(`#sandbox-rows tr[data-id="${id}"]`).count()) === 0, "the sandbox gone from the live list");
 
   step("sign out");
@@ -120,6 +121,11 @@ try {
   console.log(`ok: ${requests.length} requests, all public API or console paths`);
 } catch (e) {
   console.error(`FAILED at step "${stepName}": ${e.message}`);
+  if (problems.length) console.error("browser problems: " + problems.join("; "));
+  if (page) {
+    await shot(page, "failed").catch(() => {});
+    console.error("the page's main: " + (await page.locator("#main").innerText().catch(() => "?")).slice(0, 3000));
+  }
   process.exitCode = 1;
 } finally {
   writeFileSync(join(out, "requests.json"), JSON.stringify(requests, null, 1));
