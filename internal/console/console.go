@@ -82,7 +82,7 @@ func headers(next http.Handler, nonce string) http.Handler {
 func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	nonce := base64.RawStdEncoding.EncodeToString(b)
+	nonce := base64.RawURLEncoding.EncodeToString(b)
 	var buf bytes.Buffer
 	if err := index.Execute(&buf, map[string]string{"Nonce": nonce, "Version": h.version}); err != nil {
 		h.log.Error("rendering the console page", "op", "console", "err", err)

@@ -6,7 +6,8 @@
 
   function points(values, w, ht, max) {
     const top = Math.max(max || 0, ...values, 1e-9);
-    const step = values.length > 1 ? w / (values.length - 1) : 0;
+    if (values.length === 1) values = [values[0], values[0]]; // one sample: a flat line
+    const step = w / (values.length - 1);
     return values.map((v, i) => (i * step).toFixed(1) + "," + (ht - (v / top) * (ht - 2) - 1).toFixed(1)).join(" ");
   }
 

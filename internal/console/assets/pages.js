@@ -32,7 +32,7 @@
     const name = h("input", { id: "new-name", name: "name", placeholder: "optional" });
     const status = h("span", { class: "progress", role: "status", hidden: true });
     const btn = h("button", { class: "primary", type: "submit", id: "new-create" }, "Create sandbox");
-    const form = h("form", { class: "card inline", id: "create-form", onsubmit: async (ev) => {
+    const form = h("form", { class: "inline", id: "create-form", onsubmit: async (ev) => {
       ev.preventDefault();
       const req = { runtime: runtime.value };
       if (image.value.trim()) req.image = image.value.trim();
@@ -50,10 +50,11 @@
           C.flash("Created " + sb.id + ".", true);
         } finally { status.hidden = true; }
       });
-    } }, h("h2", {}, "New sandbox"), f("image", "Image", image), f("runtime", "Runtime", runtime), f("cpu", "CPU", cpu),
+    } }, f("image", "Image", image), f("runtime", "Runtime", runtime), f("cpu", "CPU", cpu),
     f("memory", "Memory (MB)", mem), f("timeout", "Timeout (s)", timeout), f("network", "Network", net), f("cidrs", "Allowed CIDRs", cidrs),
     f("name", "Name", name), btn, status);
-    return form;
+    // Open on a laptop, folded on a phone (the list comes first there).
+    return h("details", { class: "card", id: "create", open: window.innerWidth > 700 }, h("summary", {}, h("h2", {}, "New sandbox")), form);
   }
 
   C.pages.sandboxes = async (main) => {
@@ -170,12 +171,15 @@
       const buckets = ms.filter((m) => m.name === "corral_sandbox_time_to_interactive_seconds_bucket");
       const les = [...new Set(buckets.map((b) => b.labels.le))].sort((a, b) => Number(a) - Number(b));
       let prev = 0;
-      const hist = les.map((le) => {
+      let hist = les.map((le) => {
         const cum = buckets.filter((b) => b.labels.le === le).reduce((a, b) => a + b.value, 0);
-        const item = { label: le === "+Inf" ? "more" : "≤" + Number(le).toPrecision(2) + "s", value: cum - prev };
+        const item = { label: le === "+Inf" ? "more" : "≤" + Number(Number(le).toPrecision(2)) + "s", value: cum - prev };
         prev = cum;
         return item;
       });
+      // Only the range that has creates in it (one empty bucket each side).
+      const first = hist.findIndex((b) => b.value > 0), last = hist.length - 1 - [...hist].reverse().findIndex((b) => b.value > 0);
+      if (first >= 0) hist = hist.slice(Math.max(0, first - 1), last + 2);
       charts.replaceChildren(h("div", { class: "card" }, C.line("Live sandboxes (sampled every 5 s while this page is open)", over, (x) => String(x))),
         h("div", { class: "card" }, hist.length ? C.bars("Time to interactive (creates since the daemon started)", hist, (x) => x + " creates") :
           h("p", { class: "muted" }, "Time to interactive: no /metrics on this listener (see --metrics-listen).")));
