@@ -88,9 +88,25 @@ try {
   await page.click("#act-resume");
   await page.locator("h1 .state.running").waitFor();
 
+  step("a memory snapshot, listed");
+  await page.click("#act-snapshot-memory");
+  await page.waitForFunction(() => /^Saved snapshot /.test(document.querySelector("#flash")?.textContent || ""));
+  await page.goto(base + "/#/snapshots");
+  await page.locator("#snapshots tbody tr", { hasText: id }).waitFor();
+  await shot(page, "07-snapshots");
+
+  step("build an image, its steps streaming");
+  await page.goto(base + "/#/images");
+  await page.click("#build summary");
+  await page.fill("#build-run", "echo built-by-console > /built");
+  await page.fill("#build-tag", "console-e2e:1");
+  await page.click("#build-start");
+  await page.locator("#build-done").waitFor();
+  await page.locator("#images .tag", { hasText: "console-e2e:1" }).waitFor();
+  await shot(page, "06-images");
+
   step("the other pages");
-  for (const [hash, sel, name] of [["#/images", "#images", "06-images"], ["#/snapshots", "#snapshots", "07-snapshots"],
-    ["#/pools", "#main .card", "08-pools"], ["#/host", "#main .chartbox", "09-host"]]) {
+  for (const [hash, sel, name] of [["#/pools", "#main .card", "08-pools"], ["#/host", "#main .chartbox", "09-host"]]) {
     await page.goto(base + "/" + hash);
     await page.waitForSelector(sel);
     await shot(page, name);

@@ -102,12 +102,76 @@
   }
 
   C.pages.images = async (main) => {
-    const list = await C.api("GET", "/v1/images");
-    main.append(h("h1", {}, "Images"), h("div", { class: "card" }, table("images", ["Tags", "Digest", "Layers", "Size", "Created", "In use"],
-      list.images.map((i) => h("tr", {}, h("td", {}, (i.tags || []).map((t) => h("span", { class: "tag" }, t))), h("td", { class: "small" }, i.digest.slice(0, 19)),
-        h("td", { class: "num" }, i.layers.length), h("td", { class: "num" }, C.bytes(i.size)), h("td", {}, C.ago(i.created) + " ago"), h("td", {}, i.in_use ? "yes" : "no"))))),
-    h("p", { class: "muted" }, "Build images with corral image build or POST /v1/images/build (its progress streams per step)."));
+    const box = h("div", { class: "card" });
+    const refresh = async () => {
+      const list = await C.api("GET", "/v1/images");
+      box.replaceChildren(table("images", ["Tags", "Digest", "Layers", "Size", "Created", "In use"],
+        list.images.map((i) => h("tr", {}, h("td", {}, (i.tags || []).map((t) => h("span", { class: "tag" }, t))), h("td", { class: "small" }, i.digest.slice(0, 19)),
+          h("td", { class: "num" }, i.layers.length), h("td", { class: "num" }, C.bytes(i.size)), h("td", {}, C.ago(i.created) + " ago"), h("td", {}, i.in_use ? "yes" : "no")))));
+    };
+    main.append(h("h1", {}, "Images"), buildForm(refresh), box);
+    await refresh();
   };
+
+  // buildForm builds an image from a base, apt packages and shell
+  // commands, streaming each step's progress and output as it comes.
+  function buildForm(done) {
+    const base = h("input", { id: "build-base", value: "debian:bookworm", required: true, title: "debian:SUITE (the daemon's base root filesystem) or an image" });
+    const tag = h("input", { id: "build-tag", placeholder: "name:tag" });
+    const apt = h("input", { id: "build-apt", placeholder: "packages, space-separated" });
+    const run = h("textarea", { id: "build-run", rows: "3", cols: "40", placeholder: "shell commands, one per line" });
+    const steps = h("ol", { id: "build-steps", class: "small" }), out = h("pre", { class: "logs", id: "build-output", hidden: true });
+    const btn = h("button", { class: "primary", type: "submit", id: "build-start" }, "Build");
+    const form = h("form", { class: "inline", onsubmit: (ev) => {
+      ev.preventDefault();
+      const spec = { base: base.value.trim(), steps: [] };
+      if (apt.value.trim()) spec.steps.push({ apt_install: apt.value.trim().split(/\s+/) });
+      const cmds = run.value.split("\n").map((l) => l.trim()).filter(Boolean);
+      if (cmds.length) spec.steps.push({ run: cmds });
+      steps.replaceChildren();
+      out.textContent = ""; out.hidden = true;
+      C.busy(btn, "Building", async () => {
+        const res = await C.api("POST", "/v1/images/build", { spec, tag: tag.value.trim() || undefined }, true);
+        const items = {};
+        await ndjson(res, (ev) => {
+          if (ev.type === "step") {
+            const text = `${ev.name || "step " + ev.step}: ${ev.status}` + (ev.seconds ? ` (${ev.seconds.toFixed(1)} s)` : "");
+            if (!items[ev.step]) steps.append(items[ev.step] = h("li", { "data-step": ev.step }));
+            items[ev.step].textContent = text;
+            items[ev.step].className = ev.status;
+          } else if (ev.type === "output" && ev.data) {
+            out.hidden = false;
+            out.textContent += atob(ev.data);
+            out.scrollTop = out.scrollHeight;
+          } else if (ev.type === "done") {
+            steps.append(h("li", { class: "done", id: "build-done" }, "Built " + (ev.image ? (ev.image.tags || [ev.image.digest]).join(", ") : "") + "."));
+          } else if (ev.type === "error") {
+            throw new C.APIError(0, ev.error && ev.error.code, "The build failed: " + (ev.error ? ev.error.message : "unknown error"));
+          }
+        });
+        await done();
+      });
+    } }, h("label", { for: "build-base" }, "Base image", base), h("label", { for: "build-apt" }, "apt install", apt),
+    h("label", { for: "build-run" }, "Run", run), h("label", { for: "build-tag" }, "Tag", tag), btn);
+    return h("details", { class: "card", id: "build" }, h("summary", {}, h("h2", {}, "Build an image")), form, steps, out);
+  }
+
+  // ndjson calls fn with each JSON line of res's body as it arrives.
+  async function ndjson(res, fn) {
+    const reader = res.body.getReader(), dec = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (value) buf += dec.decode(value, { stream: true });
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (line) fn(JSON.parse(line));
+      }
+      if (done) return;
+    }
+  }
 
   C.pages.snapshots = async (main) => {
     const list = await C.api("GET", "/v1/snapshots");
