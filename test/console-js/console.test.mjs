@@ -68,6 +68,11 @@ try {
   await page.locator("#timeline li.denied", { hasText: host }).first().waitFor();
   await shot(page, "03-sandbox");
 
+  step("edit the network policy");
+  await page.check("#net-block");
+  await page.click("#network button[type=submit]");
+  await page.locator("#record dd", { hasText: "no network" }).waitFor();
+
   step("upload a file and see it listed");
   const data = randomBytes(96 * 1024);
   await page.fill("#files-path", "/tmp");
