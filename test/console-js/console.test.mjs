@@ -24,8 +24,13 @@ try {
   const ctx = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 900 } });
   page = await ctx.newPage();
   page.setDefaultTimeout(WAIT);
-  page.on("request", (r) => requests.push({ method: r.method(), url: r.url() }));
-  page.on("websocket", (ws) => requests.push({ method: "WEBSOCKET", url: ws.url() }));
+  // Every request the browser sends for the page, from Chrome's own
+  // network log (it has downloads too, which Playwright's request event
+  // leaves out), and its WebSockets.
+  const cdp = await ctx.newCDPSession(page);
+  await cdp.send("Network.enable");
+  cdp.on("Network.requestWillBeSent", (e) => { if (!e.request.url.startsWith("data:") && !e.request.url.startsWith("blob:")) requests.push({ method: e.request.method, url: e.request.url }); });
+  cdp.on("Network.webSocketCreated", (e) => requests.push({ method: "WEBSOCKET", url: e.url }));
   page.on("console", (m) => { if (m.type() === "error" && /Content Security Policy|Refused to/.test(m.text())) problems.push(m.text()); });
   page.on("pageerror", (e) => problems.push("page error: " + e.message));
   page.on("dialog", (d) => d.accept());

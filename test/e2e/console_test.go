@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,8 @@ func TestConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newWorld(t)
-	d := startDaemon(t, "--dns-upstream", w.dnsAddr, "--metrics-interval", "1s")
+	logs := &lockedBuffer{}
+	d := startDaemonTee(t, logs, "--dns-upstream", w.dnsAddr, "--metrics-interval", "1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	npmEnv := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",
@@ -62,6 +64,17 @@ func TestConsole(t *testing.T) {
 			t.Fatalf("the browser test failed: %v (its output above)", err)
 		}
 		consoleRequests(t, filepath.Join(shots, "requests.json"))
+		// The daemon's side: every request it logged meanwhile (the
+		// browser's alone: this test sent none), the download among them.
+		served := daemonRequests(t, logs.String())
+		for r := range served {
+			if !consolePath(r[strings.Index(r, " ")+1:]) {
+				t.Errorf("the daemon served %s to the console", r)
+			}
+		}
+		if len(served) == 0 || !served["GET /v1/sandboxes/{id}/files"] || !served["GET /v1/sandboxes/{id}/pty"] {
+			t.Errorf("the daemon's log lacks the console's download or terminal: %v", served)
+		}
 	})
 	t.Run("cookie and origin checks", func(t *testing.T) { consoleChecks(t, d) })
 	t.Run("pty with a bearer token", func(t *testing.T) { consolePTY(ctx, t, d) })
@@ -85,9 +98,7 @@ func consoleRequests(t *testing.T, file string) {
 			t.Fatal(err)
 		}
 		p := u.Path
-		ok := strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, "/console/assets/") || p == "/" || p == "/metrics" ||
-			p == "/console/login" || p == "/console/logout"
-		if !ok {
+		if !consolePath(p) {
 			t.Errorf("the console asked for %s %s, not a public API or console path", r.Method, r.URL)
 		}
 		paths[r.Method+" "+p]++
@@ -96,6 +107,30 @@ func consoleRequests(t *testing.T, file string) {
 		t.Errorf("requests.json lists no create: %v", paths)
 	}
 	t.Logf("%d requests, %d distinct", len(reqs), len(paths))
+}
+
+// consolePath says whether p is the public API's (/v1/..., /metrics) or
+// the console's own (its page, assets, sign-in and sign-out).
+func consolePath(p string) bool {
+	return strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, "/console/assets/") || p == "/" || p == "/metrics" ||
+		p == "/console/login" || p == "/console/logout"
+}
+
+var sandboxID = regexp.MustCompile(`sb-[a-z0-9]+`)
+
+// daemonRequests is the set of "METHOD path" (sandbox ids as {id}) the
+// daemon's JSON log lines record as served.
+func daemonRequests(t *testing.T, log string) map[string]bool {
+	out := map[string]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		var l struct{ Msg, Method, Path string }
+		if json.Unmarshal([]byte(strings.TrimSpace(line)), &l) != nil || l.Msg != "request" {
+			continue
+		}
+		out[l.Method+" "+sandboxID.ReplaceAllString(l.Path, "{id}")] = true
+	}
+	t.Logf("the daemon served %d distinct requests", len(out))
+	return out
 }
 
 // consoleChecks signs in over plain HTTP and tries what another site (or a
