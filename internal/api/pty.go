@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,6 +39,10 @@ type ptyMessage struct {
 // "cols","rows"} from the client, {"type":"exit","exit_code"} from the
 // daemon before it closes. The process is killed when the socket goes.
 func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		s.writeError(w, errdefs.Invalid("Upgrade", "this endpoint is a WebSocket: send a WebSocket handshake (Upgrade: websocket)"))
+		return
+	}
 	p, err := ptyParams(r)
 	if err != nil {
 		s.writeError(w, err)

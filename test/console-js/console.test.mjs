@@ -51,15 +51,31 @@ try {
   await page.selectOption("#new-runtime", "gvisor");
   await page.fill("#new-timeout", "600");
   await page.fill("#new-name", "console-e2e");
+  await page.fill("#new-tags", "suite=console");
+  await page.fill("#new-command", "echo started-by-console; exec sleep infinity");
   await page.click("#new-create");
   const row = page.locator("#sandbox-rows tr", { hasText: "console-e2e" });
   await row.locator(".state.running").waitFor();
   const id = await row.getAttribute("data-id");
   await shot(page, "02-sandboxes");
 
+  step("filters: by tag and by runtime");
+  await page.fill("#filter-tag", "suite=other");
+  await page.press("#filter-tag", "Enter");
+  await waitFor(async () => (await page.locator(`#sandbox-rows tr[data-id="${id}"]`).count()) === 0, "the tag filter hiding the sandbox");
+  await page.fill("#filter-tag", "suite=console");
+  await page.press("#filter-tag", "Enter");
+  await page.locator(`#sandbox-rows tr[data-id="${id}"]`).waitFor();
+  await page.selectOption("#filter-runtime", "vm");
+  await waitFor(async () => (await page.locator(`#sandbox-rows tr[data-id="${id}"]`).count()) === 0, "the runtime filter hiding the sandbox");
+  await page.selectOption("#filter-runtime", "");
+  await page.fill("#filter-tag", "");
+  await page.press("#filter-tag", "Enter");
+
   step("the sandbox page and its terminal");
   await row.locator("a").first().click();
   await page.waitForSelector("#record");
+  await page.locator("#logs", { hasText: "started-by-console" }).waitFor();
   await page.click("#open-terminal");
   await page.waitForFunction(() => document.querySelector("#terminal-status")?.textContent === "Connected.");
   await page.click("#terminal");

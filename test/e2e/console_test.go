@@ -215,6 +215,12 @@ func consolePTY(ctx context.Context, t *testing.T, d *daemon) {
 	if _, resp, err := websocket.Dial(ctx, u, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a PTY without a token: %v %v", resp, err)
 	}
+	if code, body := d.api("GET", "/v1/sandboxes/"+id+"/pty", d.token, ""); code != http.StatusBadRequest || !strings.Contains(body, "WebSocket") {
+		t.Errorf("a PTY without a WebSocket handshake: %d %s", code, body)
+	}
+	if code, body := d.api("GET", "/v1/sandboxes/"+id+"/pty?cols=0", d.token, ""); code != http.StatusBadRequest {
+		t.Errorf("a PTY of 0 columns: %d %s", code, body)
+	}
 	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: hdr})
 	if err != nil {
 		t.Fatal(err)

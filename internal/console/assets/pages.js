@@ -30,6 +30,8 @@
       h("option", { value: "cidr" }, "only these CIDRs"));
     const cidrs = h("input", { id: "new-cidrs", name: "cidrs", placeholder: "e.g. 198.51.100.0/24, comma-separated" });
     const name = h("input", { id: "new-name", name: "name", placeholder: "optional" });
+    const tags = h("input", { id: "new-tags", name: "tags", placeholder: "k=v, k2=v2" });
+    const command = h("input", { id: "new-command", name: "command", placeholder: "optional: runs as the entrypoint (sh -c)" });
     const status = h("span", { class: "progress", role: "status", hidden: true });
     const btn = h("button", { class: "primary", type: "submit", id: "new-create" }, "Create sandbox");
     const form = h("form", { class: "inline", id: "create-form", onsubmit: async (ev) => {
@@ -37,6 +39,11 @@
       const req = { runtime: runtime.value };
       if (image.value.trim()) req.image = image.value.trim();
       if (name.value.trim()) req.name = name.value.trim();
+      if (command.value.trim()) req.entrypoint = ["/bin/sh", "-c", command.value.trim()];
+      for (const kv of tags.value.split(",").map((s) => s.trim()).filter(Boolean)) {
+        const [k, ...v] = kv.split("=");
+        (req.tags = req.tags || {})[k.trim()] = v.join("=").trim();
+      }
       if (cpu.value) req.cpu = Number(cpu.value);
       if (mem.value) req.memory_mb = Number(mem.value);
       if (timeout.value) req.timeout = Number(timeout.value);
@@ -52,7 +59,7 @@
       });
     } }, f("image", "Image", image), f("runtime", "Runtime", runtime), f("cpu", "CPU", cpu),
     f("memory", "Memory (MB)", mem), f("timeout", "Timeout (s)", timeout), f("network", "Network", net), f("cidrs", "Allowed CIDRs", cidrs),
-    f("name", "Name", name), btn, status);
+    f("name", "Name", name), f("tags", "Tags", tags), f("command", "Command", command), btn, status);
     // Open on a laptop, folded on a phone (the list comes first there).
     return h("details", { class: "card", id: "create", open: window.innerWidth > 700 }, h("summary", {}, h("h2", {}, "New sandbox")), form);
   }
