@@ -18,7 +18,7 @@ const step = (name) => { stepName = name; console.log(`step: ${name}`); };
 const shot = (page, name) => page.screenshot({ path: join(out, name + ".png"), fullPage: true });
 
 let page = null;
-const browser = await chromium.launch({ executablePath: exe, headless: true, args: ["--no-sandbox"] });
+const browser = await chromium.launch({ executablePath: exe, headless: true, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
 const requests = [], problems = [];
 try {
   const ctx = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 900 } });
@@ -141,6 +141,9 @@ try {
   await page.goto(base + "/#/");
   await page.locator(`#sandbox-rows tr[data-id="${id}"]`).waitFor();
   await shot(page, "10-phone");
+  await page.goto(base + "/#/sandbox/" + id);
+  await page.waitForSelector("#record");
+  await shot(page, "11-phone-sandbox");
   await page.setViewportSize({ width: 1280, height: 900 });
 
   step("terminate and see it leave the live list");
