@@ -83,6 +83,21 @@ try {
   const rowTexts = () => page.$$eval("#terminal .xterm-rows > div", (rs) => rs.map((r) => r.textContent.trim()));
   await waitFor(async () => (await rowTexts()).includes("hello"), "a terminal line reading hello");
 
+  step("the terminal's size follows the window");
+  const sizes = async () => (await rowTexts()).filter((t) => /^\d+ \d+$/.test(t));
+  await page.keyboard.type("stty size\n");
+  await waitFor(async () => (await sizes()).length === 1, "stty size's answer");
+  const screenWidth = () => page.$eval("#terminal .xterm-screen", (e) => e.offsetWidth);
+  const wide = await screenWidth();
+  await page.setViewportSize({ width: 760, height: 900 });
+  await waitFor(async () => (await screenWidth()) < wide, "the terminal refitted to a narrower window");
+  await page.click("#terminal");
+  await page.keyboard.type("stty size\n");
+  await waitFor(async () => (await sizes()).length === 2, "stty size's second answer");
+  const [before, after] = (await sizes()).map((t) => Number(t.split(" ")[1]));
+  if (!(after < before)) throw new Error(`columns ${before} then ${after} after the window narrowed`);
+  await page.setViewportSize({ width: 1280, height: 900 });
+
   step("a denied connection appears in the timeline");
   await page.keyboard.type(`curl -s -m 3 ${denyURL} ; echo curl-done\n`);
   const host = new URL(denyURL).hostname;
@@ -120,6 +135,11 @@ try {
   await page.goto(base + "/#/snapshots");
   await page.locator("#snapshots tbody tr", { hasText: id }).waitFor();
   await shot(page, "07-snapshots");
+
+  step("fork");
+  await page.goto(base + "/#/sandbox/" + id);
+  await page.click("#act-fork");
+  await page.waitForFunction(() => /^Forked into sb-/.test(document.querySelector("#flash")?.textContent || ""));
 
   step("build an image, its steps streaming");
   await page.goto(base + "/#/images");
