@@ -14,7 +14,8 @@ for (const [k, v] of Object.entries({ CORRAL_URL: base, CORRAL_TOKEN: token, CHR
 }
 const WAIT = 60_000;
 let stepName = "start";
-const step = (name) => { stepName = name; console.log(`step: ${name}`); };
+const t0 = Date.now();
+const step = (name) => { stepName = name; console.log(`step at ${((Date.now() - t0) / 1000).toFixed(1)} s: ${name}`); };
 const shot = (page, name) => page.screenshot({ path: join(out, name + ".png"), fullPage: true });
 
 let page = null;
