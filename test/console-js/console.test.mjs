@@ -141,6 +141,8 @@ try {
   await page.goto(base + "/#/sandbox/" + id);
   await page.click("#act-fork");
   await page.waitForFunction(() => /^Forked into sb-/.test(document.querySelector("#flash")?.textContent || ""));
+  await page.click("#act-snapshot-files");
+  await page.waitForFunction(() => /^Saved image sha256:/.test(document.querySelector("#flash")?.textContent || ""));
 
   step("build an image, its steps streaming");
   await page.goto(base + "/#/images");

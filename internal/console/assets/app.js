@@ -109,10 +109,14 @@ async function route() {
   C.flash("");
   const [, name = "", arg = ""] = (location.hash.replace(/^#\/?/, "").match(/^([^/]*)\/?(.*)$/) || []);
   const page = C.pages[name || "sandboxes"] || C.pages.notfound;
+  const loading = h("p", { class: "progress", role: "status" }, "Loading…");
+  main.append(loading);
   try {
     cleanup = await page(main, decodeURIComponent(arg));
   } catch (e) {
     if (!(e instanceof APIError && e.status === 401)) C.flash(e.message);
+  } finally {
+    loading.remove();
   }
 }
 C.go = (hash) => { if (location.hash === hash) route(); else location.hash = hash; };

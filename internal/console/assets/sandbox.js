@@ -31,7 +31,8 @@
         const s = await C.api("POST", `/v1/sandboxes/${id}/snapshots/memory`, {}); C.flash("Saved snapshot " + s.id + ".", true);
       }) : null,
       sb.state === "running" ? act("Snapshot files", "Saving an image", null, async () => {
-        const r = await C.api("POST", `/v1/sandboxes/${id}/snapshots/fs`, {}); C.flash("Saved image " + (r.image && r.image.digest || "") + ".", true);
+        const r = await C.api("POST", `/v1/sandboxes/${id}/snapshots/fs`, {});
+        C.flash("Saved image " + r.digest + (r.left_out_count ? " (" + r.left_out_count + " device nodes, FIFOs or sockets left out)" : "") + ".", true);
       }) : null,
       sb.state === "running" ? act("Fork", "Forking", null, async () => {
         const r = await C.api("POST", `/v1/sandboxes/${id}/fork`, { count: 1 }); C.flash("Forked into " + r.sandboxes.map((s) => s.id).join(", ") + ".", true);
