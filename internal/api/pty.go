@@ -49,8 +49,8 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	// The process outlives this function's errors only until the kill in
-	// endPTY; it starts before the upgrade so a bad sandbox is a JSON error.
+	// The process starts before the upgrade, so that a sandbox that is not
+	// running or a command that cannot start is a JSON error.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	proc, err := s.m.Processes().Exec(ctx, id, p)
@@ -60,8 +60,12 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 	}
 	defer proc.Close()
 	first, err := proc.Recv()
-	if err != nil || first.Type != agentapi.EventStart {
-		s.writeError(w, fmt.Errorf("%w: the terminal's process did not start: %v", errdefs.ErrUnavailable, orEvent(err, first)))
+	switch {
+	case err != nil:
+		s.writeError(w, fmt.Errorf("%w: the terminal's process did not start: %s", errdefs.ErrUnavailable, s.lostProcess(r.Context(), id, err)))
+		return
+	case first.Type != agentapi.EventStart:
+		s.writeError(w, fmt.Errorf("%w: the terminal's process did not start: %s %s", errdefs.ErrFailedPrecondition, first.Type, first.Error))
 		return
 	}
 	defer s.endPTY(r.Context(), id, proc.PID())
@@ -73,13 +77,6 @@ func (s *Server) openPTY(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(1 << 20)
 	go s.ptyInput(ctx, cancel, c, id, proc.PID())
 	s.ptyOutput(ctx, c, proc)
-}
-
-func orEvent(err error, ev agentapi.Event) any {
-	if err != nil {
-		return err
-	}
-	return ev.Type + " " + ev.Error
 }
 
 func ptyParams(r *http.Request) (manager.ExecParams, error) {

@@ -88,6 +88,9 @@ func TestAPIPTY(t *testing.T) {
 	if _, resp, err := websocket.Dial(ctx, strings.Replace(u, "rows=20", "rows=5000", 1), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}); err == nil || resp == nil || resp.StatusCode != 400 {
 		t.Errorf("5000 rows: %v %v", resp, err)
 	}
+	if _, resp, err := websocket.Dial(ctx, strings.Replace(u, "cmd=/bin/sh", "cmd=/no/such/shell", 1), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}); err == nil || resp == nil || resp.StatusCode < 400 || resp.StatusCode >= 500 {
+		t.Errorf("a command that does not exist: %v %v", resp, err)
+	}
 	for name, hdr := range map[string]http.Header{
 		"bearer": {"Authorization": {"Bearer " + testToken}},
 		"cookie": {"Cookie": {cookies}, "Origin": {srv.URL}},
