@@ -73,8 +73,12 @@ try {
   await page.fill("#filter-tag", "");
   await page.press("#filter-tag", "Enter");
 
-  step("the sandbox page and its terminal");
-  await row.locator("a").first().click();
+  step("the sandbox page, reached by keyboard, and its terminal");
+  await row.locator("a").first().focus();
+  // Two refreshes of the list go by (the second starts after the first
+  // redrew the rows): the focus must survive them.
+  for (let i = 0; i < 2; i++) await page.waitForResponse((r) => r.url().includes("/v1/sandboxes?"));
+  await page.keyboard.press("Enter");
   await page.waitForSelector("#record");
   await page.locator("#logs", { hasText: "started-by-console" }).waitFor();
   await page.click("#open-terminal");

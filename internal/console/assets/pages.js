@@ -89,14 +89,26 @@
       await Promise.all(rows.slice(0, 50).filter((s) => s.state === "running").map(async (s) => {
         try { spark[s.id] = (await C.api("GET", "/v1/sandboxes/" + s.id + "/metrics")).samples; } catch (_) { /* gone meanwhile */ }
       }));
-      body.replaceChildren(...rows.map((s) => {
+      // Rows that did not change stay (only their age and sparklines are
+      // redrawn), so keyboard focus on a row's link survives the refresh.
+      const old = new Map([...body.children].map((tr) => [tr.dataset.id, tr]));
+      const trs = rows.map((s) => {
         const m = spark[s.id] || [];
-        return h("tr", { "data-id": s.id },
+        const cpu = C.sparkline(m.map((x) => x.cpu_percent), "CPU percent"), mem = C.sparkline(m.map((x) => x.memory_used), "memory used", "#067647");
+        const sig = [s.name, s.state, s.runtime, s.image, JSON.stringify(s.tags || {})].join("|");
+        const tr = old.get(s.id);
+        if (tr && tr.dataset.sig === sig) {
+          tr.cells[4].textContent = C.ago(s.created_at);
+          tr.cells[6].replaceChildren(cpu);
+          tr.cells[7].replaceChildren(mem);
+          return tr;
+        }
+        return h("tr", { "data-id": s.id, "data-sig": sig },
           h("td", {}, h("a", { href: "#/sandbox/" + s.id }, s.name || s.id)), h("td", {}, C.state(s.state)), h("td", {}, s.runtime),
           h("td", { class: "hide-sm" }, s.image), h("td", { class: "num" }, C.ago(s.created_at)), h("td", { class: "hide-sm" }, C.tags(s.tags)),
-          h("td", {}, C.sparkline(m.map((x) => x.cpu_percent), "CPU percent")),
-          h("td", {}, C.sparkline(m.map((x) => x.memory_used), "memory used", "#067647")));
-      }));
+          h("td", {}, cpu), h("td", {}, mem));
+      });
+      if (trs.length !== body.children.length || trs.some((tr, i) => body.children[i] !== tr)) body.replaceChildren(...trs);
       count.textContent = rows.length + " shown";
     };
     for (const el of [stateSel, rtSel]) el.addEventListener("change", refresh);
