@@ -95,6 +95,12 @@ C.bytes = function (n) {
   while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
   return (i ? n.toFixed(1) : n) + " " + u[i];
 };
+// swap replaces box's children with nodes only when they differ, so a
+// poll that changed nothing keeps the page's focus and selection.
+C.swap = function (box, ...nodes) {
+  const next = nodes.map((n) => n.outerHTML || n.textContent).join("");
+  if (box.dataset.drawn !== next) { box.replaceChildren(...nodes); box.dataset.drawn = next; }
+};
 C.state = (s) => h("span", { class: "state " + s }, s);
 C.tags = (t) => Object.entries(t || {}).map(([k, v]) => h("span", { class: "tag" }, v ? k + "=" + v : k));
 

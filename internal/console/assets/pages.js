@@ -213,7 +213,7 @@
     return C.every(3000, async () => {
       const v = await C.api("GET", "/v1/version");
       const pools = v.warm_pools || [];
-      box.replaceChildren(pools.length ? table("pools", ["Runtime", "Image", "CPU", "Memory", "Size", "Ready", "Hits", "Misses", "Hit rate"],
+      C.swap(box, pools.length ? table("pools", ["Runtime", "Image", "CPU", "Memory", "Size", "Ready", "Hits", "Misses", "Hit rate"],
         pools.map((p) => h("tr", {}, h("td", {}, p.runtime), h("td", {}, p.image || "default"), h("td", { class: "num" }, p.cpu), h("td", { class: "num" }, p.memory_mb + " MB"),
           h("td", { class: "num" }, p.size), h("td", { class: "num" }, p.ready), h("td", { class: "num" }, p.hits), h("td", { class: "num" }, p.misses),
           h("td", { class: "num" }, rate(p.hits, p.misses))))) : h("p", { class: "muted" }, "No warm pools (corral serve --warm-pool N keeps sandboxes ready)."));
@@ -242,7 +242,7 @@
       const [v, text, live] = await Promise.all([C.api("GET", "/v1/version"), C.api("GET", "/metrics").catch(() => ""),
         C.api("GET", "/v1/sandboxes?state=" + LIVE)]);
       const c = v.capacity || {};
-      cap.replaceChildren(h("h2", {}, "Capacity"), h("dl", { class: "record" },
+      C.swap(cap, h("h2", {}, "Capacity"), h("dl", { class: "record" },
         h("dt", {}, "Sandboxes"), h("dd", {}, (c.sandboxes || 0) + (c.max_sandboxes ? " of " + c.max_sandboxes : "")),
         h("dt", {}, "Memory reserved"), h("dd", {}, (c.reserved_memory_mb || 0) + " of " + (c.admittable_memory_mb || 0) + " MB admittable"),
         h("dt", {}, "CPU reserved"), h("dd", {}, (c.reserved_cpu || 0) + " of " + (c.admittable_cpu || 0) + " admittable"),
@@ -273,7 +273,7 @@
         } catch (_) { return { id: s.id, n: 0 }; }
       }));
       const rows = counts.filter((x) => x.n > 0).sort((a, b) => b.n - a.n);
-      denied.replaceChildren(h("h2", {}, "Denied egress by sandbox (live sandboxes' event logs)"), rows.length ?
+      C.swap(denied, h("h2", {}, "Denied egress by sandbox (live sandboxes' event logs)"), rows.length ?
         table("denied", ["Sandbox", "Denied connections"], rows.map((r) => h("tr", {}, h("td", {}, h("a", { href: "#/sandbox/" + r.id }, r.id)), h("td", { class: "num" }, r.n)))) :
         h("p", { class: "muted" }, "No denied connections among the live sandboxes."));
     });
