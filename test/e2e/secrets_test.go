@@ -139,16 +139,34 @@ func TestSecrets(t *testing.T) {
 		}
 	})
 	t.Run("bad input", func(t *testing.T) { d.secretBadInput(t, headerVal) })
-	t.Run("vm env", func(t *testing.T) {
+	t.Run("vm", func(t *testing.T) {
 		if !exists(vmKernel) {
 			t.Skip("no guest kernel at " + vmKernel)
 		}
-		vid := d.create("--runtime", "vm", "--secret", "envsec")
+		vid := d.create("--runtime", "vm", "--secret", "envsec", "--secret-header", "api:TOKEN@api.secret.test:Authorization=Bearer {value}")
+		defer d.mustCLI("rm", vid)
 		if out := d.mustCLI("exec", vid, "--", "printenv", "ENV_TOKEN"); out != envVal+"\n" {
 			t.Errorf("vm: ENV_TOKEN is %q", out)
 		}
-		d.mustCLI("rm", vid)
+		d.secretInjectVM(t, vid, w, &logs, headerVal2)
 	})
+}
+
+// secretInjectVM: a vm guest trusts its sandbox CA (installed at start)
+// for the named host, whose requests get the header; a host not named
+// is spliced (its real certificate, which the guest does not trust); the
+// value is nowhere in the guest, the record, events, log or state.
+func (d *daemon) secretInjectVM(t *testing.T, id string, w *secretWorld, logs *lockedBuffer, v string) {
+	w.expect("Bearer " + v)
+	for _, url := range []string{"https://api.secret.test/", "http://api.secret.test/"} {
+		if got := strings.TrimSpace(d.curl(id, "-H", "Authorization: placeholder", url)); got != "api.secret.test header=match" {
+			t.Errorf("vm %s: %q, want the header injected", url, got)
+		}
+	}
+	if got := d.curl(id, "https://other.secret.test/"); got != "" {
+		t.Errorf("vm: a host not named answered through the sandbox CA: %q (intercepted?)", got)
+	}
+	d.assertNoValue(t, id, logs, v)
 }
 
 // assertNoValue searches for v in the sandbox (env, every process's
