@@ -97,6 +97,7 @@ def secret_names(secrets: Optional[Sequence[Union[str, Secret]]]) -> Optional[Li
         raise InvalidArgument("secrets: a list of names, not a string", "invalid_argument")
     out = []
     for s in secrets:
+        s = getattr(s, "sync", s)  # an aio AsyncSecret
         name = s.name if isinstance(s, Secret) else s
         if not isinstance(name, str) or not name:
             raise InvalidArgument("secrets: each is a name or a Secret, not a %s" % type(s).__name__, "invalid_argument")

@@ -175,6 +175,7 @@ def volume_mounts(volumes: Optional[VolumeSpec]) -> Optional[List[Dict[str, Any]
     if isinstance(volumes, Mapping):
         out = []
         for path, v in volumes.items():
+            v = getattr(v, "sync", v)  # an aio AsyncVolume
             name = v.name if isinstance(v, Volume) else v
             if not isinstance(path, str) or not isinstance(name, str):
                 raise InvalidArgument("volumes: {\"/path\": name or Volume}, not %r: %r" % (path, v),
@@ -190,6 +191,7 @@ def volume_mounts(volumes: Optional[VolumeSpec]) -> Optional[List[Dict[str, Any]
             raise InvalidArgument("volumes: each mount is {\"name\", \"path\", \"read_only\"}, not %r" % (m,),
                                   "invalid_argument")
         d = dict(m)
+        d["name"] = getattr(d.get("name"), "sync", d.get("name"))
         if isinstance(d.get("name"), Volume):
             d["name"] = d["name"].name
         mounts.append(d)
