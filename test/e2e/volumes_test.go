@@ -214,6 +214,9 @@ func hasEvent(evs []apiv1.Event, kind, volume string) bool {
 // mounts it read-only and reads both.
 func (d *daemon) volumeVM(t *testing.T) {
 	v := d.create("--runtime", "vm", "--volume", "data:/data")
+	if evs, err := d.client.Events(context.Background(), v); err != nil || !hasEvent(evs, "volume_mounted", "data") {
+		t.Errorf("vm: no volume_mounted event: %+v %v", evs, err)
+	}
 	if got := d.mustCLI("exec", v, "--", "sh", "-c", "cat /data/f && echo from-vm > /data/vm && sync"); got != "hello\n" {
 		t.Errorf("a vm reads %q of what a gvisor sandbox wrote", got)
 	}
