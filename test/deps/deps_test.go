@@ -92,6 +92,7 @@ var allowed = map[string][]string{
 	"corral/internal/selftest/probe": {},
 	"corral/internal/vminit":         {},
 	"corral/internal/volume":         {"corral/internal/errdefs", "corral/internal/sandbox"},
+	"corral/internal/volume/nfsd":    {},
 	"corral/pkg/apiv1":               {},
 	"corral/sdk/go/corral":           {"corral/pkg/apiv1"},
 	"corral/test/deps":               {},
@@ -222,6 +223,7 @@ var onlyImports = map[string][]string{
 	"corral/internal/hostpath":            {},
 	"corral/pkg/apiv1":                    {},
 	"corral/internal/reqid":               {},
+	"corral/internal/volume/nfsd":         {"golang.org/x/sys/unix", "github.com/willscott/go-nfs", "github.com/go-git/go-billy/v5"},
 	"corral/internal/telemetry":           {"github.com/prometheus/client_golang/", "github.com/prometheus/client_model/"},
 }
 

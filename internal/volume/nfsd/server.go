@@ -1,0 +1,157 @@
+package nfsd
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+
+	nfs "github.com/willscott/go-nfs"
+)
+
+// Server is the NFSv3 server of one export: one volume, read-write or
+// read-only, for one sandbox's mount. It has no socket of its own: the
+// connections it serves are the streams the sandbox's agent relays
+// (Serve), so it is reachable from that guest only.
+type Server struct {
+	fs     *FS
+	l      *connListener
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewServer serves root (a volume's host mount) until Close.
+func NewServer(root string, readOnly bool) (*Server, error) {
+	f, err := NewFS(root, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	quiet()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{fs: f, l: newConnListener(), cancel: cancel, done: make(chan struct{})}
+	srv := &nfs.Server{Handler: newHandler(f), Context: ctx}
+	go func() {
+		defer close(s.done)
+		_ = srv.Serve(s.l)
+	}()
+	return s, nil
+}
+
+// Serve hands one relayed connection to the server, which owns it from
+// then on; ErrClosed once the server is closed.
+func (s *Server) Serve(c net.Conn) error { return s.l.push(c) }
+
+// Close stops the server and closes every connection it serves.
+func (s *Server) Close() error {
+	s.l.Close()
+	s.cancel()
+	<-s.done
+	s.l.closeConns()
+	return s.fs.Close()
+}
+
+// ErrClosed is Serve's error after Close.
+var ErrClosed = errors.New("nfs server closed")
+
+// connListener is a net.Listener whose connections are pushed to it.
+type connListener struct {
+	ch chan net.Conn
+
+	mu     sync.Mutex
+	closed bool
+	conns  []net.Conn
+	stop   chan struct{}
+}
+
+func newConnListener() *connListener {
+	return &connListener{ch: make(chan net.Conn), stop: make(chan struct{})}
+}
+
+// MaxConns bounds the connections one export serves at once (the guest's
+// NFS client uses one, and one more for each mount call).
+const MaxConns = 8
+
+// ErrTooMany is Serve's error when MaxConns connections are open.
+var ErrTooMany = errors.New("too many nfs connections")
+
+func (l *connListener) push(c net.Conn) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	if len(l.conns) >= MaxConns {
+		l.mu.Unlock()
+		return ErrTooMany
+	}
+	tc := &trackedConn{Conn: c, l: l}
+	l.conns = append(l.conns, tc)
+	l.mu.Unlock()
+	select {
+	case l.ch <- tc:
+		return nil
+	case <-l.stop:
+		return ErrClosed
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.stop:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.closed = true
+		close(l.stop)
+	}
+	return nil
+}
+
+func (l *connListener) closeConns() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	l.mu.Lock()
+}
+
+func (l *connListener) forget(c net.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, x := range l.conns {
+		if x == c {
+			l.conns = append(l.conns[:i], l.conns[i+1:]...)
+			return
+		}
+	}
+}
+
+// trackedConn leaves its listener's count when closed.
+type trackedConn struct {
+	net.Conn
+	l    *connListener
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() { c.l.forget(c) })
+	return c.Conn.Close()
+}
+
+func (l *connListener) Addr() net.Addr { return relayAddr{} }
+
+type relayAddr struct{}
+
+func (relayAddr) Network() string { return "corral-agent" }
+func (relayAddr) String() string  { return "nfs-relay" }
