@@ -83,6 +83,9 @@ func (f *FS) openIn(p string, flags int, mode uint32) (int, error) {
 	if err != nil {
 		return -1, err
 	}
+	if flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 {
+		mode = 0 // openat2 refuses a mode it would not use
+	}
 	fd, err := unix.Openat2(f.rootFD, rel, &unix.OpenHow{
 		Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolveFlags,
 	})

@@ -104,6 +104,21 @@ func TestChangesInside(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(root, "x/y/b")); err != nil || string(b) != "hello" {
 		t.Fatalf("read back %q, %v", b, err)
 	}
+	// As the NFS server writes: an existing file, opened with its mode.
+	fl, err = f.OpenFile("x/y/b", os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("reopening for a write: %v", err)
+	}
+	if _, err := fl.Seek(5, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fl.Write([]byte("!")); err != nil {
+		t.Fatal(err)
+	}
+	fl.Close()
+	if b, _ := os.ReadFile(filepath.Join(root, "x/y/b")); string(b) != "hello!" {
+		t.Fatalf("after a write at 5: %q", b)
+	}
 	if err := f.Symlink("x/y/b", "lnk"); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +128,7 @@ func TestChangesInside(t *testing.T) {
 	if st, err := f.Lstat("lnk"); err != nil || st.Mode()&fs.ModeSymlink == 0 {
 		t.Fatalf("Lstat(lnk) = %v, %v", st, err)
 	}
-	if st, err := f.Stat("lnk"); err != nil || st.Size() != 5 {
+	if st, err := f.Stat("lnk"); err != nil || st.Size() != 6 {
 		t.Fatalf("Stat(lnk) = %v, %v", st, err)
 	}
 	ents, err := f.ReadDir("x/y")
