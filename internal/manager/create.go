@@ -274,6 +274,7 @@ func (m *Manager) forget(h *handle.Handle) {
 	}
 	m.mu.Unlock()
 	m.cas.drop(h.ID())
+	m.nfs.stop(h.ID())
 }
 
 func resourcesOf(s sandbox.Spec) runtime.Resources {

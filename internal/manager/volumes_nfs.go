@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"corral/internal/agentapi"
@@ -63,14 +64,51 @@ func (m *Manager) serveVolumesNFS(h *handle.Handle, client *agentapi.Client, spe
 		servers = append(servers, srv)
 		go m.relayVolume(ctx, h.ID(), client, i, srv)
 	}
+	var once sync.Once
+	stopOnce := func() { once.Do(stop) }
+	m.nfs.set(h.ID(), stopOnce)
 	go func() {
 		select {
 		case <-client.Done():
 		case <-m.ctx.Done():
 		}
-		stop()
+		stopOnce()
 	}()
 	return nil
+}
+
+// nfsServing are the stops of the live sandboxes' volume servers, by
+// sandbox id: forget runs a sandbox's at its end, so that by the time no
+// live sandbox holds a volume no server holds it open either (its host
+// mount can go).
+type nfsServing struct {
+	mu    sync.Mutex
+	stops map[string]func()
+}
+
+// set records id's stop, running the one it replaces (a reconnect's).
+func (n *nfsServing) set(id string, stop func()) {
+	n.mu.Lock()
+	old := n.stops[id]
+	if n.stops == nil {
+		n.stops = map[string]func(){}
+	}
+	n.stops[id] = stop
+	n.mu.Unlock()
+	if old != nil {
+		old()
+	}
+}
+
+// stop stops id's servers, if it has any.
+func (n *nfsServing) stop(id string) {
+	n.mu.Lock()
+	s := n.stops[id]
+	delete(n.stops, id)
+	n.mu.Unlock()
+	if s != nil {
+		s()
+	}
 }
 
 // relayVolume keeps one relay of volume index waiting in the agent and

@@ -413,6 +413,11 @@ func (f *FS) Lchown(p string, uid, gid int) error {
 
 // file is an open file of the volume. NFSv3 is mounted nolock: Lock and
 // Unlock are never asked for and do nothing.
+//
+// The NFS library returns without closing a file whose Seek, Write or
+// Truncate failed (a full volume's ENOSPC): the file closes itself then,
+// or every failed write would leak a descriptor of the daemon, and the
+// volume could never be unmounted.
 type file struct {
 	*os.File
 	name string
@@ -421,6 +426,30 @@ type file struct {
 func (f *file) Name() string  { return f.name }
 func (f *file) Lock() error   { return nil }
 func (f *file) Unlock() error { return nil }
+
+func (f *file) Write(b []byte) (int, error) {
+	n, err := f.File.Write(b)
+	if err != nil {
+		f.File.Close()
+	}
+	return n, err
+}
+
+func (f *file) Seek(off int64, whence int) (int64, error) {
+	n, err := f.File.Seek(off, whence)
+	if err != nil {
+		f.File.Close()
+	}
+	return n, err
+}
+
+func (f *file) Truncate(size int64) error {
+	err := f.File.Truncate(size)
+	if err != nil {
+		f.File.Close()
+	}
+	return err
+}
 
 // info is an fs.FileInfo from a stat; Sys is the *syscall.Stat_t the NFS
 // server reads inode numbers, owners and link counts from.
