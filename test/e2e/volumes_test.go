@@ -281,17 +281,26 @@ func (d *daemon) volumeVM(t *testing.T) {
 	d.mustCLI("volume", "rm", "vmfull")
 }
 
-// volumeRestart: a sandbox mounting a volume survives kill -9 with its
-// mount working; the volume's data survives the sandbox, a restart and
-// the host mount going away (as after a reboot).
+// volumeRestart: sandboxes mounting a volume (gvisor, and vm over NFS
+// from the daemon) survive kill -9 with their mounts working; the
+// volume's data survives the sandbox, a restart and the host mount going
+// away (as after a reboot).
 func (d *daemon) volumeRestart(t *testing.T) {
 	e := d.create("--volume", "data:/data")
+	ev := d.create("--runtime", "vm", "--volume", "data:/data")
 	d.mustCLI("exec", e, "--", "sh", "-c", "echo before-kill > /data/k")
+	d.mustCLI("exec", ev, "--", "sh", "-c", "cat /data/k > /dev/null")
 	d.kill9()
 	d.start()
 	if got := d.mustCLI("exec", e, "--", "sh", "-c", "cat /data/k && echo after-kill > /data/k2"); got != "before-kill\n" {
 		t.Errorf("after kill -9 the sandbox reads %q", got)
 	}
+	// The guest's NFS client reconnects through the adopted agent; the
+	// file handles it holds are the kernel's and still resolve.
+	if got := d.mustCLI("exec", ev, "--", "sh", "-c", "cat /data/k /data/k2 && echo vm-after-kill > /data/k3"); got != "before-kill\nafter-kill\n" {
+		t.Errorf("after kill -9 the vm sandbox reads %q", got)
+	}
+	d.mustCLI("rm", ev)
 	d.mustCLI("rm", e)
 	d.stop()
 	if err := syscall.Unmount(filepath.Join(d.state, "volumes", "data", "mnt"), 0); err != nil {
@@ -299,7 +308,7 @@ func (d *daemon) volumeRestart(t *testing.T) {
 	}
 	d.start()
 	f := d.create("--volume", "data:/data:ro")
-	if got := d.mustCLI("exec", f, "--", "cat", "/data/f", "/data/k", "/data/k2"); got != "hello\nbefore-kill\nafter-kill\n" {
+	if got := d.mustCLI("exec", f, "--", "cat", "/data/f", "/data/k", "/data/k2", "/data/k3"); got != "hello\nbefore-kill\nafter-kill\nvm-after-kill\n" {
 		t.Errorf("after restarts a new sandbox reads %q", got)
 	}
 	d.mustCLI("rm", f)
