@@ -69,7 +69,7 @@ func newConnListener() *connListener {
 
 // MaxConns bounds the connections one export serves at once (the guest's
 // NFS client uses one, and one more for each mount call).
-const MaxConns = 8
+const MaxConns = 4
 
 // ErrTooMany is Serve's error when MaxConns connections are open.
 var ErrTooMany = errors.New("too many nfs connections")
