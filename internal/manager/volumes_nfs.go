@@ -56,7 +56,7 @@ func (m *Manager) serveVolumesNFS(h *handle.Handle, client *agentapi.Client, spe
 			stop()
 			return fmt.Errorf("volume %q: %w", v.Name, err)
 		}
-		srv, err := nfsd.NewServer(dir, v.ReadOnly)
+		srv, err := nfsd.NewServer(m.cfg.AgentBinary, dir, v.ReadOnly)
 		if err != nil {
 			stop()
 			return fmt.Errorf("volume %q: nfs server: %w", v.Name, err)

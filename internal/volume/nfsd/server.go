@@ -9,26 +9,27 @@ import (
 	nfs "github.com/willscott/go-nfs"
 )
 
-// Server is the NFSv3 server of one export: one volume, read-write or
-// read-only, for one sandbox's mount. It has no socket of its own: the
-// connections it serves are the streams the sandbox's agent relays
-// (Serve), so it is reachable from that guest only.
-type Server struct {
+// localServer is the NFSv3 server of one export in this process (the
+// child's, child.go): one volume, read-write or read-only, for one
+// sandbox's mount. It has no socket of its own: the connections it serves
+// are the streams the sandbox's agent relays, so it is reachable from that
+// guest only.
+type localServer struct {
 	fs     *FS
 	l      *connListener
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// NewServer serves root (a volume's host mount) until Close.
-func NewServer(root string, readOnly bool) (*Server, error) {
+// newLocalServer serves root (a volume's host mount) until Close.
+func newLocalServer(root string, readOnly bool) (*localServer, error) {
 	f, err := NewFS(root, readOnly)
 	if err != nil {
 		return nil, err
 	}
 	quiet()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{fs: f, l: newConnListener(), cancel: cancel, done: make(chan struct{})}
+	s := &localServer{fs: f, l: newConnListener(), cancel: cancel, done: make(chan struct{})}
 	srv := &nfs.Server{Handler: newHandler(f), Context: ctx}
 	go func() {
 		defer close(s.done)
@@ -37,12 +38,12 @@ func NewServer(root string, readOnly bool) (*Server, error) {
 	return s, nil
 }
 
-// Serve hands one relayed connection to the server, which owns it from
-// then on; ErrClosed once the server is closed.
-func (s *Server) Serve(c net.Conn) error { return s.l.push(c) }
+// serve hands one connection to the server, which owns it from then on;
+// ErrClosed once the server is closed, ErrTooMany at MaxConns.
+func (s *localServer) serve(c net.Conn) error { return s.l.push(c) }
 
 // Close stops the server and closes every connection it serves.
-func (s *Server) Close() error {
+func (s *localServer) Close() error {
 	s.l.Close()
 	s.cancel()
 	<-s.done
@@ -50,7 +51,7 @@ func (s *Server) Close() error {
 	return s.fs.Close()
 }
 
-// ErrClosed is Serve's error after Close.
+// ErrClosed is a serve's error after Close.
 var ErrClosed = errors.New("nfs server closed")
 
 // connListener is a net.Listener whose connections are pushed to it.
