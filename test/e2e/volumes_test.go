@@ -275,6 +275,12 @@ func (d *daemon) volumeVM(t *testing.T) {
 	if code == 0 || !strings.Contains(out+errs, "No space left") {
 		t.Errorf("32 MiB into a volume with 8 MiB free, on vm: exit %d %q %q", code, out, errs)
 	}
+	// A saved guest would hold NFS mounts no relay serves after restore.
+	for _, args := range [][]string{{"pause", a}, {"snapshot", "mem", a}, {"fork", a}} {
+		if _, errs, code := d.cli("", args...); code == 0 || !strings.Contains(errs, "volume data") {
+			t.Errorf("%v of a vm sandbox with volumes: exit %d %q", args, code, errs)
+		}
+	}
 	d.mustCLI("rm", a)
 	d.mustCLI("rm", b)
 	d.mustCLI("rm", c)
