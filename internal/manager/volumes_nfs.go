@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"corral/internal/agentapi"
+	"corral/internal/errdefs"
 	"corral/internal/manager/handle"
 	"corral/internal/sandbox"
 	"corral/internal/volume/nfsd"
@@ -116,6 +117,10 @@ func (n *nfsServing) stop(id string) {
 func (m *Manager) relayVolume(ctx context.Context, id string, client *agentapi.Client, index int, srv *nfsd.Server) {
 	for ctx.Err() == nil {
 		conn, err := client.AcceptVolumeNFS(ctx, index)
+		if errors.Is(err, errdefs.ErrNotSupported) {
+			m.log.Warn("volume relay: the agent is too old", "sandbox", id, "op", "volume", "err", err)
+			return
+		}
 		if err != nil {
 			select {
 			case <-ctx.Done():

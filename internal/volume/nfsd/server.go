@@ -39,7 +39,7 @@ func newLocalServer(root string, readOnly bool) (*localServer, error) {
 }
 
 // serve hands one connection to the server, which owns it from then on;
-// ErrClosed once the server is closed, ErrTooMany at MaxConns.
+// ErrClosed once the server is closed.
 func (s *localServer) serve(c net.Conn) error { return s.l.push(c) }
 
 // Close stops the server and closes every connection it serves.
@@ -69,11 +69,11 @@ func newConnListener() *connListener {
 }
 
 // MaxConns bounds the connections one export serves at once (the guest's
-// NFS client uses one, and one more for each mount call).
+// NFS client uses one, and one more for each mount call). A new one past
+// it closes the oldest: the library abandons a connection after a
+// malformed call without closing it, and the guest's client redials a
+// connection it lost, so the export never locks itself out.
 const MaxConns = 4
-
-// ErrTooMany is Serve's error when MaxConns connections are open.
-var ErrTooMany = errors.New("too many nfs connections")
 
 func (l *connListener) push(c net.Conn) error {
 	l.mu.Lock()
@@ -81,13 +81,16 @@ func (l *connListener) push(c net.Conn) error {
 		l.mu.Unlock()
 		return ErrClosed
 	}
+	var oldest net.Conn
 	if len(l.conns) >= MaxConns {
-		l.mu.Unlock()
-		return ErrTooMany
+		oldest = l.conns[0]
 	}
 	tc := &trackedConn{Conn: c, l: l}
 	l.conns = append(l.conns, tc)
 	l.mu.Unlock()
+	if oldest != nil {
+		oldest.Close() // leaves l.conns (trackedConn)
+	}
 	select {
 	case l.ch <- tc:
 		return nil
