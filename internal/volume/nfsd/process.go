@@ -58,6 +58,9 @@ func (s *Server) startLocked() error {
 	cmd.Stderr = nil
 	cmd.Env = []string{"GOMAXPROCS=2"}
 	// The export dies with the daemon: nothing holds the volume open then.
+	// (Pdeathsig follows the thread that started it; should the runtime
+	// retire that thread, the child is killed early and Serve starts it
+	// again.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		ours.Close()
