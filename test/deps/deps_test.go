@@ -22,7 +22,7 @@ import (
 // tests) is imported by tests only.
 var allowed = map[string][]string{
 	"corral/cmd/corral": {"corral/internal/agent", "corral/internal/audit", "corral/internal/bench", "corral/internal/daemon",
-		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/mcp", "corral/internal/secrets", "corral/internal/selftest", "corral/internal/selftest/probe", "corral/internal/vminit",
+		"corral/internal/image/dirtar", "corral/internal/manager", "corral/internal/mcp", "corral/internal/secrets", "corral/internal/selftest", "corral/internal/selftest/probe", "corral/internal/vminit", "corral/internal/volume/nfsd",
 		"corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/agent":             {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/image/dirtar"},
 	"corral/internal/agentapi":          {"corral/internal/errdefs"},
@@ -67,7 +67,7 @@ var allowed = map[string][]string{
 	"corral/internal/manager": {"corral/internal/agentapi", "corral/internal/audit", "corral/internal/errdefs", "corral/internal/fspath", "corral/internal/ids",
 		"corral/internal/image/oci", "corral/internal/image/overlaytar", "corral/internal/image/store", "corral/internal/keylimit", "corral/internal/manager/handle",
 		"corral/internal/metrics", "corral/internal/netpolicy", "corral/internal/netpolicy/policy", "corral/internal/records", "corral/internal/runtime",
-		"corral/internal/sandbox", "corral/internal/telemetry", "corral/internal/volume", "corral/internal/secrets", "corral/internal/usage"},
+		"corral/internal/sandbox", "corral/internal/telemetry", "corral/internal/volume", "corral/internal/volume/nfsd", "corral/internal/secrets", "corral/internal/usage"},
 	"corral/internal/manager/handle": {"corral/internal/agentapi", "corral/internal/errdefs", "corral/internal/image/store", "corral/internal/netpolicy",
 		"corral/internal/records", "corral/internal/runtime", "corral/internal/sandbox"},
 	"corral/internal/metrics":          {},
@@ -94,6 +94,7 @@ var allowed = map[string][]string{
 	"corral/internal/selftest/probe": {},
 	"corral/internal/vminit":         {},
 	"corral/internal/volume":         {"corral/internal/errdefs", "corral/internal/sandbox"},
+	"corral/internal/volume/nfsd":    {},
 	"corral/pkg/apiv1":               {},
 	"corral/sdk/go/corral":           {"corral/pkg/apiv1"},
 	"corral/test/deps":               {},
@@ -226,6 +227,7 @@ var onlyImports = map[string][]string{
 	"corral/internal/reqid":               {},
 	"corral/internal/websession":          {"corral/internal/"},
 	"corral/internal/console":             {"corral/internal/"},
+	"corral/internal/volume/nfsd":         {"golang.org/x/sys/unix", "github.com/willscott/go-nfs", "github.com/go-git/go-billy/v5"},
 	"corral/internal/telemetry":           {"github.com/prometheus/client_golang/", "github.com/prometheus/client_model/"},
 }
 
