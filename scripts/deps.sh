@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh installs what the Corral daemon needs on a fresh Debian 12 host, as
 # root, idempotently:
-#   - Debian packages: mmdebstrap, iproute2, nftables, ca-certificates, curl (and
+#   - Debian packages: mmdebstrap, iproute2, nftables, ca-certificates, curl,
+#     chromium (the console's browser tests) (and
 #     the tools this script itself uses);
 #   - runsc (gVisor) at a pinned version, built with CGO_ENABLED=0, into
 #     $STATE/bin/runsc (rebuilt only when the pin changes);
@@ -35,7 +36,7 @@ ROOTFS_LAYOUT=corral-mountpoints-1
 # postgresql: its server binaries (initdb, pg_ctl) for the cluster's tests,
 # which run a throwaway instance of their own (internal/cluster/pgtest); the
 # package's own service is never used, and a single machine needs none.
-APT_PACKAGES=(mmdebstrap iproute2 nftables ca-certificates util-linux curl qemu-system-x86 kmod e2fsprogs postgresql)
+APT_PACKAGES=(mmdebstrap iproute2 nftables ca-certificates util-linux curl qemu-system-x86 kmod e2fsprogs chromium postgresql)
 
 # The vm runtime's guest kernel: the Debian cloud kernel this metapackage
 # depends on when it is first installed (the stamp keeps it until removed).

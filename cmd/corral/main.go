@@ -42,7 +42,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(
-		newServeCmd(), newAgentCmd(), newVMInitCmd(),
+		newServeCmd(), newAgentCmd(), newVMInitCmd(), newNFSDCmd(),
 		newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newInspectCmd(), newRmCmd(),
 		newWaitCmd(), newLogsCmd(), newEventsCmd(), newShellCmd(), newFsCmd(), newBenchCmd(),
 		newPsCmd(), newAttachCmd(), newNetCmd(), newURLCmd(), newPortForwardCmd(), newImageCmd(), newSnapshotCmd(), newPauseCmd(), newResumeCmd(), newForkCmd(),

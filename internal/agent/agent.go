@@ -84,6 +84,8 @@ type Server struct {
 	// watch stream open (agentapi.MaxWatches).
 	protocols []int
 	watches   chan struct{}
+	// nfs are the loopback listeners of volumes mounted over NFS.
+	nfs nfsRelays
 	// http serves each connection ServeConn is given (Serve on a
 	// connListener): HTTP/2 with prior knowledge only.
 	http *http.Server
@@ -145,6 +147,10 @@ func (s *Server) routes() http.Handler {
 		p := fmt.Sprintf("/v%d", v)
 		if v >= agentapi.WatchSince {
 			mux.Handle("GET "+p+agentapi.PathWatch, s.wrap(s.fsWatch))
+		}
+		if v >= agentapi.VolumeNFSSince {
+			mux.Handle("POST "+p+agentapi.PathVolumeMount, s.wrap(s.volumeMount))
+			mux.Handle("POST "+p+agentapi.PathVolumeRelay, s.wrap(s.volumeRelay))
 		}
 		mux.Handle("GET "+p+agentapi.PathHealth, s.wrap(s.health))
 		mux.Handle("POST "+p+agentapi.PathStart, s.wrap(s.processStart))

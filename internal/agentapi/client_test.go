@@ -84,10 +84,11 @@ func TestNegotiation(t *testing.T) {
 		kind      error
 	}{
 		{"common version", []int{1}, 1, nil},
-		{"highest common", []int{0, 1, 2, 3, 4, 9}, 4, nil},
+		{"highest common", []int{0, 1, 2, 3, 4, 5, 9}, 5, nil},
+		{"a protocol 4 agent", []int{1, 2, 3, 4}, 4, nil},
 		{"a protocol 2 agent", []int{1, 2}, 2, nil},
 		{"an older agent", []int{1, 9}, 1, nil},
-		{"none in common", []int{5, 6}, 0, errdefs.ErrNotSupported},
+		{"none in common", []int{6, 7}, 0, errdefs.ErrNotSupported},
 		{"empty", nil, 0, errdefs.ErrNotSupported},
 	}
 	for _, tt := range tests {

@@ -15,7 +15,7 @@ package agentapi
 import "time"
 
 // ProtocolVersion is the newest protocol version this package speaks.
-const ProtocolVersion = 4
+const ProtocolVersion = 5
 
 // SupportedVersions lists every protocol version this package speaks, newest
 // last. Both the agent (in GET /version) and the client use it.
@@ -25,7 +25,8 @@ const ProtocolVersion = 4
 // 3: all of 2, and StartRequest.KillTree (a timeout or signal kills every
 // descendant of the process, setsid'd ones too) and Event.OOMKilled.
 // 4: all of 3, and extended attributes on a write (PUT /files?xattrs=).
-var SupportedVersions = []int{1, 2, 3, 4}
+// 5: all of 4, and volumes over NFS (POST /volume/mount, /volume/relay).
+var SupportedVersions = []int{1, 2, 3, 4, 5}
 
 // WatchSince is the first protocol version with file watching.
 const WatchSince = 2
@@ -41,8 +42,13 @@ const KillTreeSince = 3
 // errdefs.ErrNotSupported.
 const XattrsSince = 4
 
+// VolumeNFSSince is the first protocol version whose agent mounts a
+// volume over NFS relayed from the daemon (VolumeMount, AcceptVolumeNFS).
+// A client refuses them to an older agent: errdefs.ErrNotSupported.
+const VolumeNFSSince = 5
+
 // AgentVersion is the agent's release string reported in GET /version.
-const AgentVersion = "corral-agent 0.4.0"
+const AgentVersion = "corral-agent 0.5.0"
 
 // Paths. PathVersion is unversioned; the others follow the /v<N> prefix.
 const (
@@ -66,7 +72,9 @@ const (
 	PathExportUpper   = "/fs/export-upper"
 	PathEndSession    = "/session/end"
 	PathIdentity      = "/identity"
-	PathWatch         = "/fs/watch" // since WatchSince
+	PathWatch         = "/fs/watch"     // since WatchSince
+	PathVolumeMount   = "/volume/mount" // since VolumeNFSSince
+	PathVolumeRelay   = "/volume/relay" // since VolumeNFSSince
 	ContentTypeNDJSON = "application/x-ndjson"
 )
 

@@ -11,6 +11,7 @@ import (
 
 	"corral/internal/audit"
 	"corral/internal/errdefs"
+	"corral/internal/websession"
 	"corral/pkg/apiv1"
 )
 
@@ -24,6 +25,9 @@ func (s *Server) SetAudit(t *audit.Trail) { s.trail = t }
 func (s *Server) audited(next http.HandlerFunc) http.HandlerFunc {
 	caller := func(r *http.Request) string {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if tok == "" && s.sessions != nil && websession.HasCookie(r) && s.sessions.Check(r) == nil {
+			return audit.TokenCaller(s.token) + " (console)"
+		}
 		return audit.TokenCaller(tok)
 	}
 	sandbox := func(r *http.Request) string { return r.PathValue("id") }

@@ -22,6 +22,7 @@ import (
 	"corral/internal/hostpath"
 	"corral/internal/manager"
 	"corral/internal/reqid"
+	"corral/internal/websession"
 	"corral/pkg/apiv1"
 )
 
@@ -35,7 +36,14 @@ type Server struct {
 	version string
 	mux     *http.ServeMux
 	trail   *audit.Trail // nil: the audit trail is off (audit.go)
+	// sessions, when set, signs browsers in: a console session cookie
+	// authorises like the token (with CSRF checks: internal/websession).
+	sessions *websession.Store
 }
+
+// AcceptSessions makes the API accept the console's session cookies from
+// st besides the bearer token.
+func (s *Server) AcceptSessions(st *websession.Store) { s.sessions = st }
 
 // New returns the API handler for m (and b, which builds images; nil: this
 // daemon does not), requiring token on every call but /v1/health.
@@ -73,6 +81,7 @@ var routes = []route{
 	{"GET /v1/sandboxes/{id}/usage", false, func(s *Server) http.HandlerFunc { return s.sandboxUsage }},
 	{"GET /v1/usage", false, func(s *Server) http.HandlerFunc { return s.usageReport }},
 	{"POST /v1/sandboxes/{id}/processes", false, func(s *Server) http.HandlerFunc { return s.execProcess }},
+	{"GET /v1/sandboxes/{id}/pty", false, func(s *Server) http.HandlerFunc { return s.openPTY }},
 	{"GET /v1/sandboxes/{id}/processes", false, func(s *Server) http.HandlerFunc { return s.listProcesses }},
 	{"GET /v1/sandboxes/{id}/processes/{pid}/events", false, func(s *Server) http.HandlerFunc { return s.attachProcess }},
 	{"POST /v1/sandboxes/{id}/processes/{pid}/stdin", false, func(s *Server) http.HandlerFunc { return s.processStdin }},
@@ -165,6 +174,14 @@ func (s *Server) Protect(h http.Handler) http.Handler { return s.auth(h.ServeHTT
 func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if r.Header.Get("Authorization") == "" && s.sessions != nil && websession.HasCookie(r) {
+			if err := s.sessions.Check(r); err != nil {
+				s.writeError(w, err)
+				return
+			}
+			next(w, r)
+			return
+		}
 		if !ok || got == "" {
 			s.writeError(w, fmt.Errorf("%w: missing bearer token (Authorization: Bearer <token>)", errdefs.ErrUnauthenticated))
 			return

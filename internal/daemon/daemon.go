@@ -27,6 +27,7 @@ import (
 	"corral/internal/audit"
 	"corral/internal/build"
 	"corral/internal/cluster/node"
+	"corral/internal/console"
 	"corral/internal/e2b"
 	"corral/internal/e2b/envd"
 	imagestore "corral/internal/image/store"
@@ -42,6 +43,7 @@ import (
 	"corral/internal/seal"
 	"corral/internal/telemetry"
 	"corral/internal/volume"
+	"corral/internal/websession"
 )
 
 // sealKeyFile (in the state directory) is the daemon's own key: it seals
@@ -259,7 +261,8 @@ func Run(ctx context.Context, cfg Config) error {
 // handler is the API listener's: the native API, E2B's control API under
 // /e2b (its key is e2b_ and the same token), MCP's streamable HTTP at
 // /mcp (the same token as a bearer; its tools call the native API in
-// process), and /metrics behind the token unless --metrics-listen moves
+// process), the web console at / and /console/ (its session cookie also
+// authorises the native API), and /metrics behind the token unless --metrics-listen moves
 // it; every request gets an id (reqid).
 func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, trail *audit.Trail, log *slog.Logger, tel *telemetry.Metrics) http.Handler {
 	version := cfg.Version
@@ -267,6 +270,11 @@ func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, tra
 	mux.Handle("/e2b/", e2bAudited(trail, http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log}))))
 	native := api.New(m, b, token, version, log)
 	native.SetAudit(trail)
+	sessions := websession.New(token)
+	native.AcceptSessions(sessions)
+	con := console.New(sessions, version, log)
+	mux.Handle("GET /{$}", con)
+	mux.Handle("/console/", con)
 	mux.Handle("/mcp", mcp.HTTPHandler(mcp.InProcessClient(native, token), mcp.Options{Version: version, MaxTimeout: cfg.MCPMaxTimeout}, token))
 	mux.Handle("/", native)
 	if cfg.MetricsListen == "" {

@@ -150,9 +150,6 @@ func (m *Manager) admit(rec *sandbox.Sandbox, rt runtime.Runtime) (*handle.Handl
 	if err := m.admissible(rec.Spec); err != nil {
 		return nil, err
 	}
-	if err := m.volumesAdmissible(rec.Spec); err != nil {
-		return nil, err
-	}
 	h := handle.New(rec, rt, m.host)
 	m.handles[rec.ID] = h
 	return h, nil
@@ -193,6 +190,9 @@ func (m *Manager) start(ctx context.Context, h *handle.Handle, o launchOpts, tr 
 	}
 	h.SetAgent(client)
 	tr.step("agent")
+	if err := m.mountVolumesNFS(ctx, h, client, rec.Spec); err != nil {
+		return err
+	}
 	volumeEvents(h, rec.Spec)
 	own, err := m.secretCAPEMs(rec)
 	if err != nil {
@@ -274,6 +274,7 @@ func (m *Manager) forget(h *handle.Handle) {
 	}
 	m.mu.Unlock()
 	m.cas.drop(h.ID())
+	m.nfs.stop(h.ID())
 }
 
 func resourcesOf(s sandbox.Spec) runtime.Resources {

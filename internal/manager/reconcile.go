@@ -173,6 +173,10 @@ func (m *Manager) adopt(ctx context.Context, h *handle.Handle) (string, error) {
 			return sandbox.EndLost, err
 		}
 	}
+	if err := m.serveVolumesNFS(h, client, sb.Spec); err != nil {
+		client.Close()
+		return sandbox.EndLost, err
+	}
 	h.SetAgent(client)
 	m.watch(h)
 	return "", nil

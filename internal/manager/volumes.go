@@ -19,10 +19,10 @@ import (
 // Volumes: the manager is what knows which live sandboxes mount a volume
 // (their specs, in the handles index, which reconcile rebuilds after a
 // restart), so every volume call that depends on it goes through here.
-// Rules: a gvisor sandbox binds the host's mount of the volume, which any
-// number of gvisor sandboxes and the host-side file calls share; a vm
-// guest gets the volume's image as a disk, alone (the host mount is taken
-// away, every other mount and host call is refused until it ends).
+// Rules: every mount of a volume is served from the host's mount of its
+// image, which any number of sandboxes (either runtime) and the host-side
+// file calls share: a gvisor sandbox binds it through the gofer, a vm
+// guest mounts it over NFS relayed by its agent (volumes_nfs.go).
 
 // VolumeInfo is a volume with what uses it now.
 type VolumeInfo struct {
@@ -30,15 +30,14 @@ type VolumeInfo struct {
 	// MountedBy are the live sandboxes that mount it, by id.
 	MountedBy []string
 	// UsedBytes and SizeBytes are its file system's, when the host has it
-	// mounted (Usage false otherwise: a vm guest holds it).
+	// mounted (Usage false otherwise).
 	UsedBytes, SizeBytes int64
 	Usage                bool
 }
 
 // volumeHolder is a live sandbox's mount of a volume.
 type volumeHolder struct {
-	id      string
-	runtime string
+	id string
 }
 
 // volumes returns the store, or ErrNotSupported when this manager has
@@ -61,7 +60,7 @@ func (m *Manager) holdersLocked(name string) []volumeHolder {
 		}
 		for _, v := range rec.Spec.Volumes {
 			if v.Name == name {
-				out = append(out, volumeHolder{id: id, runtime: rec.Spec.Runtime})
+				out = append(out, volumeHolder{id: id})
 			}
 		}
 	}
@@ -73,20 +72,6 @@ func (m *Manager) holders(name string) []volumeHolder {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.holdersLocked(name)
-}
-
-// volumesAdmissible refuses a spec whose volumes another live sandbox
-// holds in a way they cannot share (a vm guest on either side). The
-// caller holds m.mu (admission), so two creates cannot both pass.
-func (m *Manager) volumesAdmissible(spec sandbox.Spec) error {
-	for _, v := range spec.Volumes {
-		for _, h := range m.holdersLocked(v.Name) {
-			if spec.Runtime == "vm" || h.runtime == "vm" {
-				return fmt.Errorf("%w: volume %q is mounted by sandbox %s; a vm sandbox's volume is its alone", errdefs.ErrFailedPrecondition, v.Name, h.id)
-			}
-		}
-	}
-	return nil
 }
 
 // checkVolumes refuses, before anything is started, a spec naming a
@@ -111,7 +96,8 @@ func (m *Manager) checkVolumes(spec sandbox.Spec) error {
 }
 
 // mountVolumes readies the spec's volumes for the runtime: the host
-// mount for gvisor, the image alone (host mount taken away) for vm.
+// mount, which gvisor binds and vm serves over NFS once its agent answers
+// (mountVolumesNFS).
 func (m *Manager) mountVolumes(ctx context.Context, spec sandbox.Spec, params *runtime.StartParams) error {
 	if len(spec.Volumes) == 0 {
 		return nil
@@ -121,13 +107,9 @@ func (m *Manager) mountVolumes(ctx context.Context, spec sandbox.Spec, params *r
 		return err
 	}
 	for _, v := range spec.Volumes {
-		rv := runtime.Volume{Name: v.Name, GuestPath: v.Path, ReadOnly: v.ReadOnly, Image: st.Image(v.Name)}
+		rv := runtime.Volume{Name: v.Name, GuestPath: v.Path, ReadOnly: v.ReadOnly}
 		unlock := st.Lock(v.Name)
-		if spec.Runtime == "vm" {
-			err = st.Release(ctx, v.Name)
-		} else {
-			rv.HostDir, err = st.HostDir(ctx, v.Name)
-		}
+		rv.HostDir, err = st.HostDir(ctx, v.Name)
 		unlock()
 		if err != nil {
 			return fmt.Errorf("volume %q: %w", v.Name, err)
@@ -192,17 +174,13 @@ func (m *Manager) volumeInfo(ctx context.Context, st *volume.Store, v volume.Vol
 	info := VolumeInfo{Volume: v}
 	unlock := st.Lock(v.Name)
 	defer unlock()
-	vm := false
 	for _, h := range m.holders(v.Name) {
 		info.MountedBy = append(info.MountedBy, h.id)
-		vm = vm || h.runtime == "vm"
 	}
-	if !vm {
-		if _, err := st.HostDir(ctx, v.Name); err != nil {
-			m.log.Warn("mounting a volume on the host", "volume", v.Name, "err", err)
-		}
-		info.UsedBytes, info.SizeBytes, info.Usage = st.Usage(v.Name)
+	if _, err := st.HostDir(ctx, v.Name); err != nil {
+		m.log.Warn("mounting a volume on the host", "volume", v.Name, "err", err)
 	}
+	info.UsedBytes, info.SizeBytes, info.Usage = st.Usage(v.Name)
 	return info
 }
 
@@ -258,14 +236,8 @@ func (m *Manager) RemoveVolume(ctx context.Context, name string, force bool) err
 }
 
 // volumeHostDir returns the host mount of volume name for a host-side
-// file call, refused while a vm guest holds the volume. The caller holds
-// st.Lock(name).
+// file call. The caller holds st.Lock(name).
 func (m *Manager) volumeHostDir(ctx context.Context, st *volume.Store, name string) (string, error) {
-	for _, h := range m.holders(name) {
-		if h.runtime == "vm" {
-			return "", fmt.Errorf("%w: volume %q is mounted by vm sandbox %s; its files are reachable through it until it ends", errdefs.ErrFailedPrecondition, name, h.id)
-		}
-	}
 	return st.HostDir(ctx, name)
 }
 

@@ -104,6 +104,9 @@ func (m *Manager) agentLost(h *handle.Handle, client *agentapi.Client) {
 		next, cerr := h.Connect(ctx)
 		if cerr == nil {
 			h.SetAgent(next)
+			if err := m.serveVolumesNFS(h, next, h.Record().Spec); err != nil {
+				m.log.Error("serving volumes again after a reconnect", "sandbox", h.ID(), "err", err)
+			}
 			m.cfg.Telemetry.AgentReconnected()
 			m.log.Warn("agent connection lost; reconnected", "sandbox", h.ID(), "seen", seen)
 			h.Event("agent_reconnected", "the agent's connection dropped while the sandbox ran; reconnected",

@@ -25,6 +25,25 @@ type CreateInput struct {
 	CIDRAllowlist   []string          `json:"cidr_allowlist,omitempty" jsonschema:"allow only these CIDRs (e.g. 1.1.1.0/24); empty with no domain allowlist: the public internet"`
 	DomainAllowlist []string          `json:"domain_allowlist,omitempty" jsonschema:"allow only these domains (e.g. pypi.org)"`
 	Tags            map[string]string `json:"tags,omitempty" jsonschema:"labels to find it by later (the key mcp is set by the server)"`
+	Volumes         []VolumeInput     `json:"volumes,omitempty" jsonschema:"named volumes (made with corral volume create) to mount; their files outlive the sandbox"`
+	Secrets         []string          `json:"secrets,omitempty" jsonschema:"names of stored secrets (corral secret create) whose keys and values every command gets as environment variables"`
+	SecretHeaders   []HeaderInput     `json:"secret_headers,omitempty" jsonschema:"egress header rules: the network proxy sets a header from a stored secret on requests to a host, so the sandbox never holds the value"`
+}
+
+// VolumeInput is one volume mount of create_sandbox.
+type VolumeInput struct {
+	Name     string `json:"name" jsonschema:"the volume's name"`
+	Path     string `json:"path" jsonschema:"absolute path inside the sandbox to mount it at"`
+	ReadOnly bool   `json:"read_only,omitempty" jsonschema:"true: mount it read-only"`
+}
+
+// HeaderInput is one egress header rule of create_sandbox.
+type HeaderInput struct {
+	Secret   string `json:"secret" jsonschema:"the stored secret's name"`
+	Key      string `json:"key" jsonschema:"the key within the secret whose value is used"`
+	Host     string `json:"host" jsonschema:"the host whose requests get the header (e.g. api.example.com)"`
+	Header   string `json:"header" jsonschema:"the header's name (e.g. Authorization)"`
+	Template string `json:"template,omitempty" jsonschema:"the header's value with {value} for the secret (default {value}), e.g. Bearer {value}"`
 }
 
 // SandboxInfo is what the tools report about a sandbox.
@@ -38,11 +57,18 @@ type SandboxInfo struct {
 	ExpiresAt *time.Time        `json:"expires_at,omitempty"`
 	EndReason string            `json:"end_reason,omitempty"`
 	Error     string            `json:"error,omitempty"`
+	Volumes   []VolumeInput     `json:"volumes,omitempty"`
+	// Secrets are the names of its secrets, never their values.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 func info(s *apiv1.Sandbox) SandboxInfo {
-	return SandboxInfo{ID: s.ID, Name: s.Name, State: s.State, Runtime: s.Runtime, Image: s.Image,
-		Tags: s.Tags, ExpiresAt: s.ExpiresAt, EndReason: s.EndReason, Error: s.Error}
+	out := SandboxInfo{ID: s.ID, Name: s.Name, State: s.State, Runtime: s.Runtime, Image: s.Image,
+		Tags: s.Tags, ExpiresAt: s.ExpiresAt, EndReason: s.EndReason, Error: s.Error, Secrets: s.Secrets}
+	for _, v := range s.Volumes {
+		out.Volumes = append(out.Volumes, VolumeInput{Name: v.Name, Path: v.Path, ReadOnly: v.ReadOnly})
+	}
+	return out
 }
 
 // IDInput names a sandbox.
@@ -118,11 +144,20 @@ func (t *tools) createRequest(in CreateInput, session string) (apiv1.CreateSandb
 	for k, v := range in.Tags {
 		tags[k] = v
 	}
-	return apiv1.CreateSandboxRequest{
+	req := apiv1.CreateSandboxRequest{
 		Runtime: in.Runtime, Image: in.Image, Timeout: timeout.Seconds(), Name: in.Name,
 		CPU: in.CPU, MemoryMB: in.MemoryMB, Env: in.Env, Workdir: in.Workdir, Tags: tags,
 		NetworkPolicy: apiv1.NetworkPolicy{BlockNetwork: in.BlockNetwork, CIDRAllowlist: in.CIDRAllowlist, DomainAllowlist: in.DomainAllowlist},
-	}, nil
+		Secrets:       in.Secrets,
+	}
+	// The daemon validates names, paths and rules and says which is wrong.
+	for _, v := range in.Volumes {
+		req.Volumes = append(req.Volumes, apiv1.VolumeMount{Name: v.Name, Path: v.Path, ReadOnly: v.ReadOnly})
+	}
+	for _, h := range in.SecretHeaders {
+		req.SecretHeaders = append(req.SecretHeaders, apiv1.SecretHeader{Secret: h.Secret, Key: h.Key, Host: h.Host, Header: h.Header, Template: h.Template})
+	}
+	return req, nil
 }
 
 func (t *tools) create(ctx context.Context, r *mcp.CallToolRequest, in CreateInput) (*mcp.CallToolResult, SandboxInfo, error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,6 +34,12 @@ func TestCreateRequestValidation(t *testing.T) {
 	}
 	if req.Tags[TagKey] != "s1" || req.Tags["a"] != "b" || req.Timeout != defaultTimeout.Seconds() || req.CIDRAllowlist[0] != "10.0.0.0/8" {
 		t.Errorf("request %+v", req)
+	}
+	req, err = tl.createRequest(CreateInput{Volumes: []VolumeInput{{Name: "data", Path: "/data", ReadOnly: true}}, Secrets: []string{"api"},
+		SecretHeaders: []HeaderInput{{Secret: "api", Key: "TOKEN", Host: "api.example.com", Header: "Authorization", Template: "Bearer {value}"}}}, "s1")
+	if err != nil || len(req.Volumes) != 1 || req.Volumes[0] != (apiv1.VolumeMount{Name: "data", Path: "/data", ReadOnly: true}) ||
+		len(req.Secrets) != 1 || len(req.SecretHeaders) != 1 || req.SecretHeaders[0].Template != "Bearer {value}" {
+		t.Errorf("volumes and secrets: request %+v, %v", req, err)
 	}
 	short := &tools{session: "s1", maxTimeout: time.Minute}
 	if req, _ := short.createRequest(CreateInput{}, "s1"); req.Timeout != 60 {

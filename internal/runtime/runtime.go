@@ -98,12 +98,11 @@ type StartParams struct {
 
 // Volume is one volume a sandbox mounts at GuestPath (absolute, clean,
 // validated by the caller). gvisor bind-mounts HostDir (the volume's file
-// system, mounted on the host); vm attaches Image (the ext4 image itself)
-// as a disk, which the caller has unmounted from the host.
+// system, mounted on the host); vm only loads its NFS client for it (the
+// manager serves HostDir to the guest's agent once it answers).
 type Volume struct {
 	Name      string
 	HostDir   string
-	Image     string
 	GuestPath string
 	ReadOnly  bool
 }

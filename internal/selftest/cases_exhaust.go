@@ -246,27 +246,6 @@ func exhaustFork(ctx context.Context, s *session) Result {
 		r.Children, stopReason(r.StopErr), probeNote(werr), d.Milliseconds(), errOK(berr), s.fate(ctx, x))
 }
 
-func exhaustCPU(ctx context.Context, s *session) Result {
-	tried := "keep 20 threads busy next to a neighbour; compare the neighbour's command latency (median of 7) with idle"
-	idle, err := s.medianAnswer(ctx, s.b, 7)
-	if err != nil {
-		return inconclusive(tried, err)
-	}
-	_, stop, err := s.background(ctx, s.a, "burn", probe.BurnArgs{Threads: 20, Seconds: 90}, nil)
-	if err != nil {
-		return inconclusive(tried, err)
-	}
-	defer stop()
-	time.Sleep(3 * time.Second)
-	busy, err := s.medianAnswer(ctx, s.b, 7)
-	if err != nil {
-		return inconclusive(tried, err)
-	}
-	ratio := float64(busy) / float64(idle)
-	return verdict(ratio <= 1.5, tried, "neighbour's exec median %.1f ms idle, %.1f ms beside the burner: %.2fx (bound 1.5x)",
-		ms(idle), ms(busy), ratio)
-}
-
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func exhaustConnections(ctx context.Context, s *session) Result {

@@ -44,8 +44,6 @@ type Config struct {
 	// (paths relative to /lib/modules/<release>, dependencies first): the
 	// devices a sandbox expects without modprobe in its image (loop, fuse).
 	Modules []string `json:"modules,omitempty"`
-	// Volumes are disks mounted at paths of the new root (volumes.go).
-	Volumes []Volume `json:"volumes,omitempty"`
 }
 
 // Network is the guest's one interface.

@@ -125,9 +125,6 @@ func mountRoot() (*Config, error) {
 	if err := installAgent(); err != nil {
 		return nil, err
 	}
-	if err := mountVolumes(cfg.Volumes); err != nil {
-		return nil, err
-	}
 	// The agent exports the sandbox's changes from the overlay's upper
 	// directory: keep the scratch disk reachable in the new root.
 	scratch := filepath.Join(newRoot, ScratchInRoot)

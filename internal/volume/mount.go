@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 
 // HostDir returns the directory where volume name's file system is
 // mounted on the host, mounting its image first if it is not (after a
-// host reboot, after a vm guest gave it back, or the first time). The
+// host reboot, or the first time). The
 // mount is nosuid and nodev: what a sandbox writes there is never a
 // setuid or device file usable on the host. It outlives the daemon: a
 // gVisor sandbox adopted after a restart keeps its bind of it. The
@@ -49,7 +48,7 @@ func (s *Store) HostDir(ctx context.Context, name string) (string, error) {
 }
 
 // Unmount takes volume name's host mount away (its loop device goes with
-// it), so a vm guest can have the image alone; not mounted is no error.
+// it), before the volume is removed; not mounted is no error.
 // The caller holds Lock(name).
 func (s *Store) Unmount(ctx context.Context, name string) error {
 	dir := s.path(name, mountDir)
@@ -67,43 +66,13 @@ func (s *Store) Unmount(ctx context.Context, name string) error {
 	return nil
 }
 
-// Release unmounts volume name from the host and makes sure no loop
-// device backs its image any more: a copy of the host's mount in another
-// mount namespace would keep the host's kernel holding the file system,
-// and a vm guest must never mount it beside another kernel. The caller
-// holds Lock(name).
-func (s *Store) Release(ctx context.Context, name string) error {
-	if err := s.Unmount(ctx, name); err != nil {
-		return err
-	}
-	img := s.Image(name)
-	// The loop device is let go when its last user does, which the
-	// kernel may finish a moment after the unmount.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		dev := loopOf(img)
-		if dev == "" {
-			// A read-only guest mounts without replaying the journal
-			// (noload): replay it here, whoever left it.
-			return fsck(ctx, name, img)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: volume %q is still held on the host (%s)", errdefs.ErrFailedPrecondition, name, dev)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // fsck checks img before a mount: a host crash while it was mounted, or
 // a guest killed while it wrote, may leave it needing a journal replay or
 // a repair ext4 would refuse to mount without. -p repairs what is safe.
 // -f checks every time, not only when the file system says it is unclean:
-// a vm guest writes the image's raw blocks, so its metadata (a "clean"
-// flag included) is the guest's word until checked, and the host kernel is
-// about to parse it (docs/SECURITY.md, "Volumes").
+// images that a vm guest once wrote as a raw disk (before volumes on vm
+// went over NFS) carry metadata that is the guest's word until checked,
+// and the host kernel is about to parse it (docs/SECURITY.md, "Volumes").
 func fsck(ctx context.Context, name, img string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -114,18 +83,6 @@ func fsck(ctx context.Context, name, img string) error {
 		return fmt.Errorf("%w: volume %q needs repair: e2fsck: %s", errdefs.ErrFailedPrecondition, name, lastLine(out))
 	}
 	return nil
-}
-
-// loopOf returns the loop device whose backing file is img, or "".
-func loopOf(img string) string {
-	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err == nil && strings.TrimSpace(string(b)) == img {
-			return filepath.Base(filepath.Dir(filepath.Dir(f)))
-		}
-	}
-	return ""
 }
 
 // Usage returns the bytes used and the size of volume name's file system

@@ -2,9 +2,9 @@
 // volume is a sparse ext4 image of a fixed size (<state>/volumes/<name>/
 // disk.img), so a full volume is ENOSPC inside its own file system and
 // never touches the rest of the host's disk. The host loop-mounts the
-// image (mnt/) for gVisor sandboxes (a bind mount served by the gofer) and
-// for the host-side file calls; a vm guest gets the image itself as a
-// virtio disk, during which the host mount is taken away (mount.go).
+// image (mnt/) for every sandbox and for the host-side file calls: gVisor
+// sandboxes bind it (served by the gofer), vm guests mount it over NFS
+// from the daemon (package nfsd, mount.go).
 //
 // The store knows nothing of sandboxes: which sandboxes use a volume is
 // the manager's business. It imports errdefs and the sandbox contract only.
@@ -236,7 +236,7 @@ func (s *Store) Remove(ctx context.Context, name string) error {
 	return nil
 }
 
-// Image is the host path of volume name's disk image (for a vm guest).
+// Image is the host path of volume name's disk image.
 func (s *Store) Image(name string) string { return s.path(name, imageFile) }
 
 func writeSynced(path string, b []byte) error {

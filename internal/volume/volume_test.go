@@ -65,7 +65,7 @@ func TestStoreLifecycle(t *testing.T) {
 	if used, size, ok := st.Usage("v"); !ok || size < 900<<20 || used > size {
 		t.Errorf("usage: %d of %d (%v)", used, size, ok)
 	}
-	if err := st.Release(ctx, "v"); err != nil {
+	if err := st.Unmount(ctx, "v"); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, ok := st.Usage("v"); ok {

@@ -71,6 +71,10 @@ export interface SandboxInfo {
   agent_version?: string;
   runtime_info?: Record<string, string>;
   from_snapshot?: string;
+  volumes?: VolumeMount[];
+  /** Secret names (never values). */
+  secrets?: string[];
+  secret_headers?: SecretHeader[];
   [key: string]: unknown;
 }
 
@@ -102,14 +106,14 @@ export interface CreateOptions extends ClientOptions {
   expose?: Array<number | { port: number; public?: boolean }>;
   /** Start as a copy of this memory snapshot (id or name). */
   fromSnapshot?: string;
-  /** Named volumes to mount (corral volume create). */
-  volumes?: Array<{ name: string; path: string; read_only?: boolean }>;
+  /** Named volumes to mount: {"/data": "myvol" or a Volume}, or mounts such as vol.mount("/data", {readOnly: true}). */
+  volumes?: Record<string, string | Volume> | VolumeMount[];
   /** The sandbox's entrypoint (default: it idles until its timeout). */
   cmd?: string[];
-  /** Stored secrets whose keys and values every process gets as env. */
-  secrets?: string[];
-  /** Egress header rules: the proxy sets header on requests to host from a secret; the sandbox never holds it. */
-  secretHeaders?: Array<{ secret: string; key: string; host: string; header: string; template?: string }>;
+  /** Stored secrets (names or Secrets) whose keys and values every process gets as env. */
+  secrets?: Array<string | Secret>;
+  /** Egress header rules (secret.header(...)): the proxy sets header on requests to host from a secret; the sandbox never holds it. */
+  secretHeaders?: SecretHeader[];
 }
 
 export interface ExecOptions {
@@ -124,8 +128,8 @@ export interface ExecOptions {
   stdin?: boolean;
   /** Timeout, kill and disconnect reach every descendant. */
   killTree?: boolean;
-  /** Stored secrets whose keys and values the process gets as env. */
-  secrets?: string[];
+  /** Stored secrets (names or Secrets) whose keys and values the process gets as env. */
+  secrets?: Array<string | Secret>;
 }
 
 export interface ExitInfo {
@@ -419,6 +423,81 @@ export declare class Sandbox {
   tunnels(): Promise<Record<number, Tunnel>>;
   /** One exposed port; NotFoundError if it is not exposed. */
   tunnel(port: number): Promise<Tunnel>;
+}
+
+/** A named volume mounted into a sandbox. */
+export interface VolumeMount {
+  name: string;
+  path: string;
+  read_only?: boolean;
+}
+
+/** What the daemon reports about a volume. */
+export interface VolumeInfo {
+  name: string;
+  size_gib: number;
+  created_at: string;
+  /** The live sandboxes that mount it. */
+  mounted_by: string[];
+  /** Absent while a vm sandbox holds it. */
+  used_bytes?: number;
+  size_bytes?: number;
+}
+
+/** A named, size-limited store of files that outlives sandboxes; its files are read and written here too. */
+export declare class Volume {
+  static create(name: string, opts?: ClientOptions & { sizeGiB?: number }): Promise<Volume>;
+  /** NotFoundError unless createIfMissing. */
+  static fromName(name: string, opts?: ClientOptions & { createIfMissing?: boolean; sizeGiB?: number }): Promise<Volume>;
+  static list(opts?: ClientOptions): Promise<Volume[]>;
+
+  readonly name: string;
+  info: VolumeInfo;
+  readonly sizeGiB: number;
+  readonly mountedBy: string[];
+
+  refresh(): Promise<VolumeInfo>;
+  /** ConflictError while mounted, unless force (which terminates the sandboxes that mount it). */
+  remove(opts?: { force?: boolean }): Promise<void>;
+  mount(path: string, opts?: { readOnly?: boolean }): VolumeMount;
+  read(path: string): Promise<Uint8Array>;
+  readText(path: string): Promise<string>;
+  write(path: string, data: WriteData, opts?: { mode?: number | string }): Promise<FileEntry>;
+  list(path?: string): Promise<FileEntry[]>;
+}
+
+/** An egress header rule: requests to host get header set from a secret's key. */
+export interface SecretHeader {
+  secret: string;
+  key: string;
+  host: string;
+  header: string;
+  /** "{value}" is replaced by the value (default: the value alone). */
+  template?: string;
+}
+
+/** What the daemon reports about a secret: never a value. */
+export interface SecretInfo {
+  name: string;
+  keys: string[];
+  created_at: string;
+  updated_at: string;
+}
+
+/** Named credentials kept encrypted by the daemon; no call returns a value. */
+export declare class Secret {
+  static create(name: string, values: Record<string, string>, opts?: ClientOptions): Promise<Secret>;
+  static fromName(name: string, opts?: ClientOptions): Promise<Secret>;
+  static list(opts?: ClientOptions): Promise<Secret[]>;
+
+  readonly name: string;
+  info: SecretInfo;
+  readonly keys: string[];
+
+  /** Replaces all values; running sandboxes keep their env, header injection uses the new ones. */
+  rotate(values: Record<string, string>): Promise<Secret>;
+  remove(): Promise<void>;
+  header(key: string, host: string, opts?: { header?: string; template?: string }): SecretHeader;
 }
 
 /** Every error the SDK throws. */

@@ -21,7 +21,8 @@ import (
 // file, times out a loop, bounds a huge output, checks tool errors and
 // terminates; snapshots (memory and filesystem) and forks; every server
 // bounds a sandbox's timeout at 30m (the daemon's by --mcp-max-timeout);
-// over HTTP a bad token is refused with 401.
+// over HTTP a bad token is refused with 401; a sandbox with a volume and
+// a secret reads the volume's file and has the secret as env.
 func TestMCP(t *testing.T) {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
@@ -40,6 +41,15 @@ func TestMCP(t *testing.T) {
 	defer cancel()
 	env := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",
 		"npm_config_update_notifier=false", "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token, "CORRAL_BIN="+binary, "NO_COLOR=1")
+	// A volume with a file and a secret for create_sandbox's volumes and
+	// secrets (MCP has no tools to make them: the operator does).
+	d.mustCLI("volume", "create", "mcpvol", "--size", "1")
+	if _, errs, code := d.cli("from the volume\n", "volume", "put", "mcpvol", "-", "/seed.txt"); code != 0 {
+		t.Fatalf("volume put: %s", errs)
+	}
+	secretVal := randomValue("mcp-")
+	d.mustCLI("secret", "create", "mcpsec", "--from-literal", "MCP_TOKEN="+secretVal)
+	env = append(env, "MCP_VOLUME=mcpvol", "MCP_SECRET=mcpsec", "MCP_SECRET_VALUE="+secretVal)
 	ci := exec.CommandContext(ctx, npm, "ci", "--no-progress")
 	ci.Dir, ci.Env = proj, env
 	if out, err := ci.CombinedOutput(); err != nil {

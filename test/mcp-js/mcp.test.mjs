@@ -160,6 +160,23 @@ test(`corral mcp over ${kind}`, async (t) => {
     await call(client, 'terminate', { sandbox: f.id });
   });
 
+  await t.test('a sandbox with a volume and a secret', async () => {
+    const sb = await call(client, 'create_sandbox', {
+      timeout: 300, volumes: [{ name: process.env.MCP_VOLUME, path: '/data', read_only: true }], secrets: [process.env.MCP_SECRET],
+    });
+    try {
+      assert.deepEqual(sb.volumes, [{ name: process.env.MCP_VOLUME, path: '/data', read_only: true }]);
+      assert.deepEqual(sb.secrets, [process.env.MCP_SECRET]);
+      assert.ok(!JSON.stringify(sb).includes(process.env.MCP_SECRET_VALUE), 'the sandbox record holds the value');
+      const r = await call(client, 'run_command', { sandbox: sb.id, command: 'cat /data/seed.txt; printf %s "$MCP_TOKEN"; touch /data/x' });
+      assert.equal(r.stdout, `from the volume\n${process.env.MCP_SECRET_VALUE}`);
+      assert.notEqual(r.exit_code, 0, 'a read-only volume took a write');
+    } finally {
+      await call(client, 'terminate', { sandbox: sb.id });
+    }
+    assert.match(await fails(client, 'create_sandbox', { volumes: [{ name: 'mcp-no-such-volume', path: '/data' }] }), /mcp-no-such-volume/);
+  });
+
   await t.test('pauses, resumes and terminates', async () => {
     assert.equal((await call(client, 'pause', { sandbox: id })).state, 'paused');
     assert.equal((await call(client, 'resume', { sandbox: id })).state, 'running');

@@ -73,12 +73,11 @@ func (r *Runtime) prepare(ctx context.Context, p runtime.StartParams) (*machine,
 	if m.ModulesDisk, err = r.roDisk(ctx, r.kernel.modulesDir(), "modules-"+r.kernel.release); err != nil {
 		return nil, err
 	}
-	mods, err := r.kernel.moduleClosure(guestModules)
+	mods, err := r.kernel.moduleClosure(modulesFor(p))
 	if err != nil {
 		return nil, err
 	}
 	cfg := vminit.Config{Hostname: p.Hostname, Env: p.Env, Nameservers: p.Nameservers, KernelRelease: r.kernel.release, Modules: mods}
-	m.Volumes, cfg.Volumes = volumeDisks(p.Volumes)
 	if p.NetnsPath != "" {
 		if cfg.Network, m.tap, err = plugNetwork(p.NetnsPath, m.MAC); err != nil {
 			return nil, err
@@ -179,15 +178,12 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine, io *qemuIO) ([]str
 		// so it needs none of them.
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 	}
-	for i, d := range append([]diskArg{
+	for i, d := range []diskArg{
 		{id: "root", file: m.RootDisk, serial: vminit.SerialRoot, ro: true},
 		{id: "scratch", file: m.Scratch, serial: vminit.SerialScratch},
 		{id: "modules", file: m.ModulesDisk, serial: vminit.SerialModules, ro: true},
-	}, volumeDiskArgs(m.Volumes)...) {
-		set := i + 1 // 1 to 3, then the volumes' past consoleFDSet
-		if set >= consoleFDSet {
-			set++
-		}
+	} {
+		set := i + 1 // 1 to 3, below consoleFDSet
 		modes := []int{os.O_RDONLY}
 		// No image locks: the daemon alone hands out these files, and a
 		// guest that runs on after a memory snapshot (whose migration
@@ -197,10 +193,7 @@ func (r *Runtime) qemuArgs(p runtime.StartParams, m *machine, io *qemuIO) ([]str
 			opts += ",readonly=on"
 		} else {
 			modes = append(modes, os.O_RDWR)
-			opts += ",cache=writeback"
-			if !d.keep {
-				opts += ",discard=unmap"
-			}
+			opts += ",cache=writeback,discard=unmap"
 		}
 		for _, mode := range modes {
 			f, err := os.OpenFile(d.file, mode|syscall.O_CLOEXEC, 0)

@@ -42,8 +42,6 @@ type machineRecord struct {
 	Netns       string         `json:"netns,omitempty"`
 	Limits      cgroups.Limits `json:"limits"`
 	Info        Info           `json:"info"`
-	// Volumes are the volume images attached as disks (volumes.go).
-	Volumes []volumeDisk `json:"volumes,omitempty"`
 }
 
 func writeMachineRecord(dir string, rec *machineRecord) error {

@@ -19,10 +19,13 @@ from .image import BuildEvent, BuildResult, Image
 from .ports import Tunnel
 from .process import Process, StdinWriter, StreamReader
 from .sandbox import Sandbox
+from .secret import Secret
+from .volume import Volume
 from .watch import Watch, WatchEvent
 
 __all__ = [
     "Client", "Sandbox", "Image", "BuildEvent", "BuildResult", "Tunnel", "Process", "StreamReader", "StdinWriter", "Filesystem", "FileEntry", "Watch", "WatchEvent",
+    "Volume", "Secret",
     "CorralError", "NotFound", "InvalidArgument", "Conflict", "ResourceExhausted", "PermissionDenied",
     "Unavailable", "SandboxTimeout", "ConnectionFailed",
 ]

@@ -25,6 +25,8 @@ from .filesystem import FileEntry, Filesystem
 from .image import BuildResult, Image, Progress
 from .ports import Tunnel
 from .sandbox import Sandbox, _path
+from .secret import Secret
+from .volume import Volume
 from .watch import Watch, WatchEvent
 
 WAIT_ROUND = 10.0
@@ -311,6 +313,120 @@ class AsyncWatch:
         self.close()
 
 
+class AsyncVolume:
+    """A named volume for asyncio code: the methods of ``Volume``, awaited; ``sync`` is the ``Volume``.
+
+    Mount it with ``AsyncSandbox.create(volumes={"/data": vol.sync})`` (or its name).
+    """
+
+    def __init__(self, volume: Volume) -> None:
+        self.sync = volume
+
+    @property
+    def name(self) -> str:
+        """The volume's name."""
+        return self.sync.name
+
+    def __repr__(self) -> str:
+        return "AsyncVolume(%s)" % self.sync.name
+
+    @classmethod
+    async def create(cls, name: str, size_gib: Optional[int] = None, client: Optional[Client] = None) -> "AsyncVolume":
+        """``Volume.create``, awaited."""
+        return cls(await asyncio.to_thread(Volume.create, name, size_gib, client))
+
+    @classmethod
+    async def from_name(cls, name: str, create_if_missing: bool = False, size_gib: Optional[int] = None,
+                        client: Optional[Client] = None) -> "AsyncVolume":
+        """``Volume.from_name``, awaited."""
+        return cls(await asyncio.to_thread(Volume.from_name, name, create_if_missing, size_gib, client))
+
+    @classmethod
+    async def list(cls, client: Optional[Client] = None) -> "List[AsyncVolume]":
+        """Every volume."""
+        return [cls(v) for v in await asyncio.to_thread(Volume.list, client)]
+
+    def mount(self, path: str, read_only: bool = False) -> Dict[str, Any]:
+        """A mount of this volume at ``path``, for ``create(volumes=[...])``."""
+        return self.sync.mount(path, read_only)
+
+    async def refresh(self) -> Dict[str, Any]:
+        """What the daemon reports about the volume now."""
+        return await asyncio.to_thread(self.sync.refresh)
+
+    async def remove(self, force: bool = False) -> None:
+        """Deletes the volume (``force``: terminating the sandboxes that mount it first)."""
+        await asyncio.to_thread(self.sync.remove, force)
+
+    async def read_bytes(self, path: str) -> bytes:
+        """A file's contents."""
+        return await asyncio.to_thread(self.sync.read_bytes, path)
+
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """A file's contents as text."""
+        return await asyncio.to_thread(self.sync.read_text, path, encoding)
+
+    async def write_bytes(self, path: str, data: bytes, mode: Optional[int] = None) -> FileEntry:
+        """Writes ``data`` to a file of the volume."""
+        return await asyncio.to_thread(self.sync.write_bytes, path, data, mode)
+
+    async def write_text(self, path: str, text: str, encoding: str = "utf-8", mode: Optional[int] = None) -> FileEntry:
+        """Writes ``text`` to a file of the volume."""
+        return await asyncio.to_thread(self.sync.write_text, path, text, encoding, mode)
+
+    async def list_files(self, path: str = "/") -> List[FileEntry]:
+        """The entries of a directory of the volume."""
+        return await asyncio.to_thread(self.sync.list_files, path)
+
+
+class AsyncSecret:
+    """A stored secret for asyncio code: the methods of ``Secret``, awaited; ``sync`` is the ``Secret``."""
+
+    def __init__(self, secret: Secret) -> None:
+        self.sync = secret
+
+    @property
+    def name(self) -> str:
+        """The secret's name."""
+        return self.sync.name
+
+    @property
+    def keys(self) -> List[str]:
+        """Its keys (never values)."""
+        return self.sync.keys
+
+    def __repr__(self) -> str:
+        return "AsyncSecret(%s)" % self.sync.name
+
+    @classmethod
+    async def create(cls, name: str, values: Mapping[str, str], client: Optional[Client] = None) -> "AsyncSecret":
+        """``Secret.create``, awaited."""
+        return cls(await asyncio.to_thread(Secret.create, name, values, client))
+
+    @classmethod
+    async def from_name(cls, name: str, client: Optional[Client] = None) -> "AsyncSecret":
+        """``Secret.from_name``, awaited."""
+        return cls(await asyncio.to_thread(Secret.from_name, name, client))
+
+    @classmethod
+    async def list(cls, client: Optional[Client] = None) -> "List[AsyncSecret]":
+        """Every secret's name and keys."""
+        return [cls(s) for s in await asyncio.to_thread(Secret.list, client)]
+
+    def header(self, key: str, host: str, header: str = "Authorization",
+               template: Optional[str] = None) -> Dict[str, str]:
+        """An egress header rule (``Secret.header``)."""
+        return self.sync.header(key, host, header, template)
+
+    async def rotate(self, values: Mapping[str, str]) -> None:
+        """Replaces all its values."""
+        await asyncio.to_thread(self.sync.rotate, values)
+
+    async def remove(self) -> None:
+        """Deletes the secret."""
+        await asyncio.to_thread(self.sync.remove)
+
+
 def _next_or_none(it: Iterator[WatchEvent]) -> Optional[WatchEvent]:
     return next(it, None)
 
@@ -322,4 +438,4 @@ async def build_image(image: Image, client: Optional[Client] = None, tag: Option
 
 
 __all__ = ["AsyncSandbox", "AsyncProcess", "AsyncStreamReader", "AsyncStdinWriter", "AsyncFilesystem",
-           "AsyncFile", "AsyncWatch", "build_image"]
+           "AsyncFile", "AsyncWatch", "AsyncVolume", "AsyncSecret", "build_image"]

@@ -10,6 +10,8 @@ from .filesystem import Filesystem
 from .image import Image
 from .ports import Tunnel, tunnels
 from .process import Process, args_list, start
+from .secret import Secret, secret_names
+from .volume import VolumeSpec, volume_mounts
 
 Resource = Union[float, int, Tuple[float, float]]
 
@@ -84,8 +86,8 @@ class Sandbox:
                cidr_allowlist: Optional[Sequence[str]] = None,
                domain_allowlist: Optional[Sequence[str]] = None,
                expose: Optional[Sequence[Union[int, Mapping[str, Any]]]] = None, from_snapshot: Optional[str] = None,
-               volumes: Optional[Sequence[Mapping[str, Any]]] = None,
-               secrets: Optional[Sequence[str]] = None,
+               volumes: Optional[VolumeSpec] = None,
+               secrets: Optional[Sequence[Union[str, Secret]]] = None,
                secret_headers: Optional[Sequence[Mapping[str, str]]] = None,
                client: Optional[Client] = None) -> "Sandbox":
         """Creates a sandbox and returns it once it runs.
@@ -93,10 +95,12 @@ class Sandbox:
         ``cmd`` is its entrypoint (none: it idles until its timeout); ``runtime``
         is "gvisor" or "vm"; ``cpu`` cores and ``memory`` MiB are a number or a
         (request, limit) pair; ``timeout`` and ``idle_timeout`` are seconds;
-        ``volumes`` are named volumes to mount, as the API takes them:
-        ``[{"name": "data", "path": "/data", "read_only": False}]``.
-        ``secrets`` names stored secrets given as env; ``secret_headers`` are
-        egress header rules ({"secret", "key", "host", "header", "template"}).
+        ``volumes`` are named volumes to mount: ``{"/data": "myvol"}`` (a name or
+        a ``Volume``), or a list of mounts such as ``vol.mount("/data",
+        read_only=True)`` or ``{"name": "myvol", "path": "/data", "read_only": True}``.
+        ``secrets`` are stored secrets (names or ``Secret``) given as env;
+        ``secret_headers`` are egress header rules (``secret.header(...)`` or
+        {"secret", "key", "host", "header", "template"}): the sandbox never holds them.
         ``image`` is an image name or an ``Image``, built first if this client
         has not built it (progress on the ``corral.image`` logger). ``expose``
         lists ports (an int, or {"port": n, "public": True}): see ``tunnel``.
@@ -114,8 +118,8 @@ class Sandbox:
             "domain_allowlist": list(domain_allowlist) if domain_allowlist else None,
             "expose": [_port(p) for p in expose] if expose else None,
             "from_snapshot": from_snapshot,
-            "volumes": [dict(v) for v in volumes] if volumes else None,
-            "secrets": list(secrets) if secrets else None,
+            "volumes": volume_mounts(volumes),
+            "secrets": secret_names(secrets),
             "secret_headers": [dict(h) for h in secret_headers] if secret_headers else None,
         }
         c = client or Client()
@@ -168,11 +172,12 @@ class Sandbox:
     def exec(self, *args: str, workdir: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
              user: Optional[str] = None, timeout: Optional[float] = None,
              pty: Union[bool, Tuple[int, int]] = False, stdin: bool = True,
-             kill_tree: bool = False, secrets: Optional[Sequence[str]] = None) -> Process:
+             kill_tree: bool = False, secrets: Optional[Sequence[Union[str, Secret]]] = None) -> Process:
         """Starts ``args`` in the sandbox and returns the process as soon as it runs.
 
         ``pty`` is True (80x24) or (cols, rows); ``timeout`` kills it after that many seconds.
-        ``stdin`` False gives it no stdin to read.
+        ``stdin`` False gives it no stdin to read. ``secrets`` (names or
+        ``Secret``) add stored secrets' values to its env.
         """
         cmd = args_list(args)
         if not cmd:
@@ -189,7 +194,7 @@ class Sandbox:
         if kill_tree:
             req["kill_tree"] = True
         if secrets:
-            req["secrets"] = list(secrets)
+            req["secrets"] = secret_names(secrets)
         if pty:
             cols, rows = (80, 24) if pty is True else pty
             req["pty"] = {"cols": cols, "rows": rows}

@@ -28,7 +28,7 @@ class TestPackage(unittest.TestCase):
         for want in ("corral/__init__.py", "corral/py.typed", "corral/sandbox.py", "corral/process.py",
                      "corral/filesystem.py", "corral/errors.py", "corral/_http.py", "corral/aio.py",
                      "corral/image.py", "corral/files.py", "corral/ports.py", "corral/_layer.py",
-                     "corral/_aio_process.py",
+                     "corral/_aio_process.py", "corral/volume.py", "corral/secret.py",
                      "corral-0.1.0.dist-info/RECORD", "corral-0.1.0.dist-info/METADATA"):
             self.assertIn(want, names)
 

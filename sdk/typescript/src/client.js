@@ -136,6 +136,15 @@ function readToken() {
   }
 }
 
+/**
+ * The client an options object names: its client, else one from its url and token.
+ * @param {any} opts
+ */
+export function clientOf(opts) {
+  if (opts.client) return opts.client;
+  return new Client({ url: opts.url, token: opts.token });
+}
+
 /** @param {string} s */
 export function enc(s) {
   return encodeURIComponent(s);

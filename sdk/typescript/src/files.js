@@ -185,7 +185,7 @@ export class SandboxFiles {
 }
 
 /** @param {any} data */
-function bodyOf(data) {
+export function bodyOf(data) {
   if (typeof data === "string") return Buffer.from(data);
   if (data instanceof Uint8Array || data instanceof ArrayBuffer) return data;
   if (data && typeof data.getReader === "function") return data;

@@ -19,3 +19,5 @@ export { Image } from "./image.js";
 export { FileWatch } from "./watch.js";
 export { Tunnel } from "./tunnel.js";
 export { SandboxFile } from "./open.js";
+export { Volume } from "./volume.js";
+export { Secret } from "./secret.js";

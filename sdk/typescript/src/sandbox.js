@@ -1,15 +1,17 @@
 // Sandbox: Modal's Sandbox in TypeScript idiom over Corral's native API.
-import { Client, enc } from "./client.js";
+import { clientOf, enc } from "./client.js";
 import { InvalidArgumentError, NotFoundError } from "./errors.js";
 import { SandboxFiles } from "./files.js";
 import { ContainerProcess } from "./process.js";
 import { Image } from "./image.js";
 import { Tunnel } from "./tunnel.js";
 import { SandboxFile } from "./open.js";
+import { secretNames } from "./secret.js";
+import { volumeMounts } from "./volume.js";
 
 export class Sandbox {
   /**
-   * @param {Client} client
+   * @param {import("./client.js").Client} client
    * @param {any} info the API's record
    */
   constructor(client, info) {
@@ -99,7 +101,7 @@ export class Sandbox {
         stdin: opts.stdin ?? true,
         pty,
         kill_tree: opts.killTree,
-        secrets: opts.secrets,
+        secrets: secretNames(opts.secrets),
       },
       signal: abort.signal,
     });
@@ -229,12 +231,6 @@ export class Sandbox {
   }
 }
 
-/** @param {any} opts */
-function clientOf(opts) {
-  if (opts.client) return opts.client;
-  return new Client({ url: opts.url, token: opts.token });
-}
-
 /**
  * @param {string} what
  * @param {unknown} v
@@ -275,11 +271,11 @@ function createBody(o) {
     entrypoint: o.cmd,
     expose: o.expose?.map((p) => (typeof p === "number" ? { port: p } : p)),
     from_snapshot: o.fromSnapshot,
-    volumes: o.volumes,
+    volumes: volumeMounts(o.volumes),
     block_network: o.blockNetwork,
     cidr_allowlist: o.cidrAllowlist,
     domain_allowlist: o.domainAllowlist,
-    secrets: o.secrets,
+    secrets: secretNames(o.secrets),
     secret_headers: o.secretHeaders,
   };
 }

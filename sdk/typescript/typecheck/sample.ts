@@ -2,8 +2,8 @@
 // public name the README and the tests use, in the way a program uses it.
 // The @ts-expect-error lines check that wrong uses are refused.
 import {
-  Sandbox, Image, Client, Tunnel, FileWatch, CorralError, NotFoundError, InvalidArgumentError,
-  type BuildEvent, type WatchEvent, type SandboxInfo, type ImageInfo, type FileEntry, type ExitInfo,
+  Sandbox, Image, Client, Tunnel, FileWatch, CorralError, NotFoundError, InvalidArgumentError, Volume, Secret,
+  type BuildEvent, type VolumeInfo, type VolumeMount, type SecretHeader, type WatchEvent, type SandboxInfo, type ImageInfo, type FileEntry, type ExitInfo,
 } from "../index.js";
 
 export async function sample(): Promise<void> {
@@ -89,6 +89,23 @@ export async function sample(): Promise<void> {
   await sb.terminate();
   const end = await sb.wait({ timeout: 10 });
   void end.exit_code;
+
+  const vol: Volume = await Volume.fromName("data", { createIfMissing: true, sizeGiB: 2 });
+  await vol.write("/in.txt", "x", { mode: 0o600 });
+  const vinfo: VolumeInfo = await vol.refresh();
+  const ro: VolumeMount = vol.mount("/ro", { readOnly: true });
+  const sec = await Secret.create("api", { TOKEN: "t" });
+  const rule: SecretHeader = sec.header("TOKEN", "api.example.com", { template: "Bearer {value}" });
+  const withData = await Sandbox.create({ volumes: { "/data": vol, "/other": "other" }, secrets: [sec, "db"], secretHeaders: [rule] });
+  await Sandbox.create({ volumes: [ro, { name: "data", path: "/d" }] });
+  await withData.exec(["env"], { secrets: [sec] });
+  void [vinfo.mounted_by, vol.mountedBy, await vol.readText("/in.txt"), await vol.list(), sec.keys, (await Secret.list()).length,
+    (await Volume.list()).length, withData.info.volumes, await Volume.create("v2", { sizeGiB: 1 }), await Secret.fromName("api")];
+  await sec.rotate({ TOKEN: "u" });
+  await sec.remove();
+  await vol.remove({ force: true });
+  // @ts-expect-error secret values are strings
+  await Secret.create("bad", { N: 1 });
 
   const all: Sandbox[] = await Sandbox.list({ tags: { a: null }, states: ["running"] });
   void [all, await Sandbox.fromId("sb-x"), await Sandbox.fromName("n")];
