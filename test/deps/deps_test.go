@@ -100,7 +100,7 @@ var allowed = map[string][]string{
 	"corral/internal/volume":         {"corral/internal/errdefs", "corral/internal/sandbox"},
 	"corral/pkg/apiv1":               {},
 	"corral/sdk/go/corral":           {"corral/pkg/apiv1"},
-	"corral/test/deploy":             {},
+	"corral/test/deploy":             {"corral/internal/cluster/pgtest"},
 	"corral/test/deps":               {},
 	"corral/test/e2e":                {},
 }
