@@ -103,6 +103,7 @@ var allowed = map[string][]string{
 	"corral/internal/volume/nfsd":    {},
 	"corral/pkg/apiv1":               {},
 	"corral/sdk/go/corral":           {"corral/pkg/apiv1"},
+	"corral/test/deploy":             {"corral/internal/cluster/pgtest"},
 	"corral/test/deps":               {},
 	"corral/test/e2e":                {},
 }
