@@ -28,22 +28,28 @@ func (s *Server) portConnect(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	spliceStream(w, r, conn)
+	return nil
+}
+
+// spliceStream carries conn as the stream of r: the request body into
+// conn (its write side closed at the body's end), conn into the response.
+// Once the sandbox's side has ended, so does the stream: the caller sees
+// EOF even if it never half-closes (an HTTP/1.0 server's close). The copy
+// toward the sandbox ends with it (the body is closed when the handler
+// returns, conn here).
+func spliceStream(w http.ResponseWriter, r *http.Request, conn *net.TCPConn) {
 	defer conn.Close()
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	if err := rc.Flush(); err != nil {
-		return nil
+		return
 	}
 	go func() {
 		_, _ = io.Copy(conn, r.Body)
 		_ = conn.CloseWrite()
 	}()
-	// Once the sandbox's side has ended, so does the stream: the caller
-	// sees EOF even if it never half-closes (an HTTP/1.0 server's close).
-	// The copy toward the sandbox ends with it (the body is closed when
-	// the handler returns, the conn by the defer).
 	copyFlushing(w, rc, conn)
-	return nil
 }
 
 // dialLocal connects to port on the sandbox's IPv4 loopback, then IPv6.

@@ -3,7 +3,6 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -100,17 +99,7 @@ func (s *Server) volumeRelay(w http.ResponseWriter, r *http.Request) error {
 	case <-r.Context().Done():
 		return nil
 	}
-	defer conn.Close()
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if err := rc.Flush(); err != nil {
-		return nil
-	}
-	go func() {
-		_, _ = io.Copy(conn, r.Body)
-		_ = conn.(*net.TCPConn).CloseWrite()
-	}()
-	copyFlushing(w, rc, conn)
+	spliceStream(w, r, conn.(*net.TCPConn))
 	return nil
 }
 
