@@ -42,13 +42,8 @@ func TestConsole(t *testing.T) {
 	d := startDaemonTee(t, logs, "--dns-upstream", w.dnsAddr, "--metrics-interval", "1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	npmEnv := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",
-		"npm_config_update_notifier=false")
-	ci := exec.CommandContext(ctx, npm, "ci", "--no-progress")
-	ci.Dir, ci.Env = proj, npmEnv
-	if out, err := ci.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in test/console-js: %v\n%s", err, out)
-	}
+	npmEnv := npmEnviron()
+	npmCI(ctx, t, npm, proj, npmEnv)
 	shots := os.Getenv("CONSOLE_SHOTS")
 	if shots == "" {
 		shots = t.TempDir()

@@ -39,13 +39,8 @@ func TestE2BSDK(t *testing.T) {
 	d := startDaemon(t, "--metrics-interval", "1s", "--envd-debug-sandbox", e2bDebugSandbox)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	npmEnv := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",
-		"npm_config_update_notifier=false")
-	ci := exec.CommandContext(ctx, npm, "ci", "--no-progress")
-	ci.Dir, ci.Env = proj, npmEnv
-	if out, err := ci.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in test/e2b-js: %v\n%s", err, out)
-	}
+	npmEnv := npmEnviron()
+	npmCI(ctx, t, npm, proj, npmEnv)
 	env := append(npmEnv, "E2B_API_URL=http://"+d.addr+"/e2b", "E2B_API_KEY=e2b_"+d.token,
 		"E2B_SANDBOX_URL=http://"+d.envd, "NO_COLOR=1", "CI=1")
 	t.Run("sdk", func(t *testing.T) {
@@ -72,16 +67,6 @@ func TestE2BSDK(t *testing.T) {
 			"E2B_SANDBOX_URL=http://"+vd.envd, "NO_COLOR=1", "CI=1", "E2B_DEBUG=false")
 		vitest(ctx, t, proj, venv, "tests/commands.test.mjs")
 	})
-}
-
-// npmCache is npm's cache: the machine's shared one for root, kept
-// between runs.
-func npmCache() string {
-	if os.Geteuid() == 0 {
-		return "/var/cache/corral-npm"
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".npm")
 }
 
 // TestE2BBaseTemplate checks the sandbox E2B's "base" template gives, from

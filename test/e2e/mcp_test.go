@@ -39,8 +39,7 @@ func TestMCP(t *testing.T) {
 	d := startDaemon(t, "--mcp-max-timeout", "30m")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	env := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",
-		"npm_config_update_notifier=false", "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token, "CORRAL_BIN="+binary, "NO_COLOR=1")
+	env := npmEnviron("CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token, "CORRAL_BIN="+binary, "NO_COLOR=1")
 	// A volume with a file and a secret for create_sandbox's volumes and
 	// secrets (MCP has no tools to make them: the operator does).
 	d.mustCLI("volume", "create", "mcpvol", "--size", "1")
@@ -50,11 +49,7 @@ func TestMCP(t *testing.T) {
 	secretVal := randomValue("mcp-")
 	d.mustCLI("secret", "create", "mcpsec", "--from-literal", "MCP_TOKEN="+secretVal)
 	env = append(env, "MCP_VOLUME=mcpvol", "MCP_SECRET=mcpsec", "MCP_SECRET_VALUE="+secretVal)
-	ci := exec.CommandContext(ctx, npm, "ci", "--no-progress")
-	ci.Dir, ci.Env = proj, env
-	if out, err := ci.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in test/mcp-js: %v\n%s", err, out)
-	}
+	npmCI(ctx, t, npm, proj, env)
 	t.Run("stdio", func(t *testing.T) { nodeTest(ctx, t, node, proj, append(env, "MCP_TRANSPORT=stdio")) })
 	t.Run("daemon-http", func(t *testing.T) {
 		nodeTest(ctx, t, node, proj, append(env, "MCP_TRANSPORT=http", "MCP_HTTP_URL=http://"+d.addr+"/mcp"))

@@ -78,13 +78,8 @@ func TestTypeScriptTypes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	env := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",
-		"npm_config_update_notifier=false", "NO_COLOR=1")
-	ci := exec.CommandContext(ctx, npm, "ci", "--no-progress")
-	ci.Dir, ci.Env = dir, env
-	if out, err := ci.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in sdk/typescript/typecheck: %v\n%s", err, out)
-	}
+	env := npmEnviron("NO_COLOR=1")
+	npmCI(ctx, t, npm, dir, env)
 	tsc := exec.CommandContext(ctx, filepath.Join(dir, "node_modules", ".bin", "tsc"), "-p", ".")
 	tsc.Dir, tsc.Env = dir, env
 	if out, err := tsc.CombinedOutput(); err != nil {

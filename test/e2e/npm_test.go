@@ -1,0 +1,41 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// npmEnviron is the environment the npm projects of these tests run in:
+// npm's shared cache, no audit, funding or update notices, then extra.
+func npmEnviron(extra ...string) []string {
+	env := append(os.Environ(), "npm_config_cache="+npmCache(), "npm_config_audit=false", "npm_config_fund=false",
+		"npm_config_update_notifier=false")
+	// Clipped: callers append their own variables to one result more than
+	// once, and those appends must not share a backing array.
+	return slices.Clip(append(env, extra...))
+}
+
+// npmCI installs the pinned packages of the npm project in dir (npm ci),
+// failing t with npm's output.
+func npmCI(ctx context.Context, t *testing.T, npm, dir string, env []string) {
+	t.Helper()
+	ci := exec.CommandContext(ctx, npm, "ci", "--no-progress")
+	ci.Dir, ci.Env = dir, env
+	if out, err := ci.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+	}
+}
+
+// npmCache is npm's cache: the machine's shared one for root, kept
+// between runs.
+func npmCache() string {
+	if os.Geteuid() == 0 {
+		return "/var/cache/corral-npm"
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".npm")
+}
