@@ -36,9 +36,11 @@ func (s *Server) fsWatch(w http.ResponseWriter, r *http.Request) error {
 	if !fi.IsDir() {
 		return errdefs.Invalid("path", "%s is not a directory", sandbox)
 	}
+	// The slot is given back to the channel it was taken from.
+	slots := s.watches
 	select {
-	case s.watches <- struct{}{}:
-		defer func() { <-s.watches }()
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
 	default:
 		return fmt.Errorf("%w: %d watches are open already", errdefs.ErrResourceExhausted, agentapi.MaxWatches)
 	}
