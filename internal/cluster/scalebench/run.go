@@ -1,0 +1,180 @@
+package scalebench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"corral/internal/cluster/store"
+	"corral/internal/errdefs"
+)
+
+// Run measures cfg on the loaded cluster c: the nodes heartbeat, then
+// cfg.Controls instances place creates for cfg.Duration.
+func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
+	res := Result{Config: cfg}
+	ctrls := make([]*store.Store, 0, cfg.Controls)
+	defer func() {
+		for _, s := range ctrls {
+			s.Close()
+		}
+	}()
+	for range cfg.Controls {
+		s, err := store.Open(ctx, c.url)
+		if err != nil {
+			return res, err
+		}
+		ctrls = append(ctrls, s)
+	}
+
+	var measuring atomic.Bool
+	var beats samples
+	beatErr := make(chan error, 1)
+	hbCtx, stopBeats := context.WithCancel(ctx)
+	var hbWG sync.WaitGroup
+	if cfg.Heartbeat > 0 {
+		for i, id := range c.ids {
+			hbWG.Add(1)
+			go func() {
+				defer hbWG.Done()
+				c.beat(hbCtx, c.pools[i%len(c.pools)], c.nodes[id], cfg.Heartbeat, &measuring, &beats, beatErr)
+			}()
+		}
+		// One interval, so every node's phase has come round once.
+		if err := sleep(ctx, min(cfg.Heartbeat, 5*time.Second)); err != nil {
+			stopBeats()
+			return res, err
+		}
+	}
+	defer func() { stopBeats(); hbWG.Wait() }()
+
+	stats := c.db.statsReset(ctx)
+	pgCPU0, err := c.db.postgresCPU(ctx)
+	if err != nil {
+		return res, fmt.Errorf("reading PostgreSQL's CPU time: %w", err)
+	}
+	cpu0 := selfCPU()
+	measuring.Store(true)
+	start := time.Now()
+	deadline := start.Add(cfg.Duration)
+	var place samples
+	var exhausted, seq atomic.Int64
+	errs := make(chan error, cfg.Controls*cfg.Placers)
+	var wg sync.WaitGroup
+	for _, s := range ctrls {
+		for range cfg.Placers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := c.place(ctx, s, deadline, &place, &exhausted, &seq); err != nil {
+					errs <- err
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	measuring.Store(false)
+	res.BenchCPU = selfCPU() - cpu0
+	pgCPU1, err := c.db.postgresCPU(ctx)
+	if err != nil {
+		return res, fmt.Errorf("reading PostgreSQL's CPU time: %w", err)
+	}
+	res.PostgresCPU = pgCPU1 - pgCPU0
+	if stats {
+		if res.SQL, err = c.db.statements(ctx); err != nil {
+			return res, err
+		}
+	}
+	res.Place = place.dist()
+	res.Creates = res.Place.N
+	res.Exhausted = int(exhausted.Load())
+	res.Beat = beats.dist()
+	res.Heartbeats = res.Beat.N
+	select {
+	case err := <-errs:
+		return res, err
+	case err := <-beatErr:
+		return res, err
+	default:
+		return res, nil
+	}
+}
+
+// place creates until deadline as a control instance does (Reserve, the
+// node's create, Bind), the node's create being the fake runtime's:
+// the sandbox is recorded on its simulated node.
+func (c *Cluster) place(ctx context.Context, s *store.Store, deadline time.Time, out *samples, exhausted, seq *atomic.Int64) error {
+	for time.Now().Before(deadline) {
+		t0 := time.Now()
+		p, err := s.Reserve(ctx, request)
+		if errors.Is(err, errdefs.ErrResourceExhausted) {
+			exhausted.Add(1)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		id := fmt.Sprintf("sb-run-%08d", seq.Add(1))
+		if err := s.Bind(ctx, p.ID, id, ""); err != nil {
+			return err
+		}
+		out.add(time.Since(t0))
+		c.nodes[p.Node.ID].add(id)
+	}
+	return nil
+}
+
+// beat heartbeats for node n every interval (from a random phase) until
+// ctx ends, as internal/cluster/node does; durations go to out while
+// measuring. The first error goes to errs.
+func (c *Cluster) beat(ctx context.Context, s *store.Store, n *simNode, interval time.Duration, measuring *atomic.Bool, out *samples, errs chan<- error) {
+	if sleep(ctx, mrand.N(interval)) != nil {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		t0 := time.Now()
+		if _, err := s.Heartbeat(ctx, n.id, n.hash, n.snapshot(), placedGrace); err != nil {
+			if ctx.Err() == nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+			return
+		}
+		if measuring.Load() {
+			out.add(time.Since(t0))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// selfCPU is this process's CPU seconds so far.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
