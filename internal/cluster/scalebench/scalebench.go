@@ -30,7 +30,7 @@ type Config struct {
 	// store.Open (its own pool of connections); Placers the creates each
 	// runs at once.
 	Controls, Placers int
-	Duration time.Duration
+	Duration          time.Duration
 	// Heartbeat is each node's interval (0: no heartbeats), NodePools the
 	// pools the simulated nodes share (a real node has its own).
 	Heartbeat time.Duration
