@@ -63,7 +63,7 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 	start := time.Now()
 	deadline := start.Add(cfg.Duration)
 	var place samples
-	var exhausted, seq atomic.Int64
+	var exhausted atomic.Int64
 	errs := make(chan error, cfg.Controls*cfg.Placers)
 	var wg sync.WaitGroup
 	for _, s := range ctrls {
@@ -71,7 +71,7 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := c.place(ctx, s, deadline, &place, &exhausted, &seq); err != nil {
+				if err := c.place(ctx, s, deadline, &place, &exhausted); err != nil {
 					errs <- err
 				}
 			}()
@@ -109,7 +109,7 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 // place creates until deadline as a control instance does (Reserve, the
 // node's create, Bind), the node's create being the fake runtime's:
 // the sandbox is recorded on its simulated node.
-func (c *Cluster) place(ctx context.Context, s *store.Store, deadline time.Time, out *samples, exhausted, seq *atomic.Int64) error {
+func (c *Cluster) place(ctx context.Context, s *store.Store, deadline time.Time, out *samples, exhausted *atomic.Int64) error {
 	for time.Now().Before(deadline) {
 		t0 := time.Now()
 		p, err := s.Reserve(ctx, request)
@@ -120,7 +120,7 @@ func (c *Cluster) place(ctx context.Context, s *store.Store, deadline time.Time,
 		if err != nil {
 			return err
 		}
-		id := fmt.Sprintf("sb-run-%08d", seq.Add(1))
+		id := fmt.Sprintf("sb-run-%08d", c.seq.Add(1))
 		if err := s.Bind(ctx, p.ID, id, ""); err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"corral/internal/cluster/store"
@@ -102,6 +103,7 @@ type Cluster struct {
 	ids   []string
 	pools []*store.Store
 	db    *admin
+	seq   atomic.Int64 // the sandboxes placed, over every run: their ids
 }
 
 // Load empties the database at url and fills it: nodes registered
