@@ -63,21 +63,30 @@ func (f free) fits(r Request) bool {
 // node's row and checks its room again, so control instances reserving
 // at once never overcommit a node. A node that filled up meanwhile is
 // dropped and the choice made again.
+//
+// The candidates are first a random sample of the eligible nodes
+// (sampledCandidates), then, when none of those had room, all of them.
 func (s *Store) Reserve(ctx context.Context, r Request) (Placement, error) {
-	cands, err := s.candidates(ctx, r)
-	if err != nil {
-		return Placement{}, err
-	}
-	for len(cands) > 0 {
-		i := pick(cands)
-		ok, p, err := s.admit(ctx, cands[i].id, r)
+	cands, err := s.sampledCandidates(ctx, r)
+	for all := false; ; all = true {
 		if err != nil {
 			return Placement{}, err
 		}
-		if ok {
-			return p, nil
+		for len(cands) > 0 {
+			i := pick(cands)
+			ok, p, err := s.admit(ctx, cands[i].id, r)
+			if err != nil {
+				return Placement{}, err
+			}
+			if ok {
+				return p, nil
+			}
+			cands = append(cands[:i], cands[i+1:]...)
 		}
-		cands = append(cands[:i], cands[i+1:]...)
+		if all {
+			break
+		}
+		cands, err = s.candidates(ctx, r)
 	}
 	return Placement{}, fmt.Errorf("%w: no ready node has room for %s with %d milli-CPU, %d MiB of memory and %d MiB of disk%s",
 		errdefs.ErrResourceExhausted, r.Runtime, r.CPUMilli, r.MemoryMB, r.DiskMB, labelsNote(r.Labels))
