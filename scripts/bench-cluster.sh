@@ -6,7 +6,7 @@
 # root needed beyond what PostgreSQL's test instance needs (as root it runs
 # as the postgres user). Figures: docs/SCALING.md.
 #
-#   scripts/bench-cluster.sh                     # 100,1000,10000 nodes; 1,000,000 records; 2 and 8 controls
+#   scripts/bench-cluster.sh                     # 100,1000,10000 nodes; 1,000,000 records; heartbeats alone, then 2 and 8 controls
 #   NODES=1000 RECORDS=100000 scripts/bench-cluster.sh
 #
 # NODES, CONTROLS (comma-separated), RECORDS, LIVE (live records per
@@ -15,6 +15,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec go test -count=1 -timeout 2h -run '^TestScale$' ./internal/cluster/scalebench/ -v -args \
-	-scale.nodes="${NODES:-100,1000,10000}" -scale.controls="${CONTROLS:-2,8}" \
+	-scale.nodes="${NODES:-100,1000,10000}" -scale.controls="${CONTROLS:-0,2,8}" \
 	-scale.records="${RECORDS:-1000000}" -scale.live="${LIVE:-50}" -scale.placers="${PLACERS:-4}" \
 	-scale.duration="${DURATION:-15s}" -scale.heartbeat="${HEARTBEAT:-5s}"

@@ -77,6 +77,11 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 			}()
 		}
 	}
+	if cfg.Controls == 0 {
+		if err := sleep(ctx, cfg.Duration); err != nil {
+			return res, err
+		}
+	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
 	measuring.Store(false)

@@ -29,7 +29,7 @@ type Config struct {
 	Nodes, Records, LivePerNode int
 	// Controls is the number of control instances, each its own
 	// store.Open (its own pool of connections); Placers the creates each
-	// runs at once.
+	// runs at once. No controls: the heartbeats alone, for Duration.
 	Controls, Placers int
 	Duration          time.Duration
 	// Heartbeat is each node's interval (0: no heartbeats), NodePools the
@@ -38,11 +38,12 @@ type Config struct {
 	NodePools int
 }
 
-// Node capacity and the request each create makes: every node has room
-// for far more than a run places, so creates never run out of room.
+// Node capacity and the request each create makes: a node holds 1,000
+// such sandboxes (its slots; CPU and memory hold more), far more than a
+// run places, so creates never run out of room.
 const (
-	nodeCPUMilli = 64000
-	nodeMemoryMB = 256 << 10
+	nodeCPUMilli = 256000
+	nodeMemoryMB = 1 << 20
 	nodeDiskMB   = 2 << 20
 	nodeSlots    = 1000
 	reqCPUMilli  = 250

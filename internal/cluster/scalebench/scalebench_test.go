@@ -20,7 +20,7 @@ var (
 	flagNodes     = flag.String("scale.nodes", "", "node counts to measure, comma-separated (empty: the short mode)")
 	flagRecords   = flag.Int("scale.records", 1_000_000, "sandbox records pre-loaded")
 	flagLive      = flag.Int("scale.live", 50, "of them, live (placed) per node")
-	flagControls  = flag.String("scale.controls", "2,8", "control instances, comma-separated")
+	flagControls  = flag.String("scale.controls", "0,2,8", "control instances, comma-separated (0: the heartbeats alone)")
 	flagPlacers   = flag.Int("scale.placers", 4, "creates at once per control instance")
 	flagDuration  = flag.Duration("scale.duration", 15*time.Second, "each measurement's length")
 	flagHeartbeat = flag.Duration("scale.heartbeat", 5*time.Second, "each node's heartbeat interval (0: none)")
@@ -34,12 +34,12 @@ func TestScale(t *testing.T) {
 		short(t, ctx, url)
 		return
 	}
-	for _, nodes := range ints(t, *flagNodes) {
+	for _, nodes := range ints(t, *flagNodes, 1) {
 		c, err := Load(ctx, url, nodes, *flagRecords, *flagLive, *flagNodePools)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, ctrls := range ints(t, *flagControls) {
+		for _, ctrls := range ints(t, *flagControls, 0) {
 			r, err := c.Run(ctx, Config{URL: url, Nodes: nodes, Records: *flagRecords, LivePerNode: *flagLive, Controls: ctrls,
 				Placers: *flagPlacers, Duration: *flagDuration, Heartbeat: *flagHeartbeat, NodePools: *flagNodePools})
 			if err != nil {
@@ -101,12 +101,13 @@ func short(t *testing.T, ctx context.Context, url string) {
 	}
 }
 
-func ints(t *testing.T, s string) []int {
+// ints are the comma-separated integers in s, each at least least.
+func ints(t *testing.T, s string, least int) []int {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			t.Fatalf("%q: want positive integers, comma-separated", s)
+		if err != nil || n < least {
+			t.Fatalf("%q: want integers of at least %d, comma-separated", s, least)
 		}
 		out = append(out, n)
 	}
