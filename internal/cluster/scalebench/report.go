@@ -10,8 +10,10 @@ import (
 func (r Result) Write(w io.Writer) {
 	fmt.Fprintf(w, "nodes %d, records %d (%d live), controls %d × %d placers, heartbeat %v, %.1fs\n",
 		r.Nodes, r.Records, min(r.Records, r.LivePerNode*r.Nodes), r.Controls, r.Placers, r.Heartbeat, r.Elapsed.Seconds())
-	fmt.Fprintf(w, "  creates placed   %7d  %8.1f/s  p50 %8s  p99 %8s  max %8s  (no room: %d)\n",
-		r.Creates, r.PerSecond(), ms(r.Place.P50), ms(r.Place.P99), ms(r.Place.Max), r.Exhausted)
+	if r.Controls > 0 {
+		fmt.Fprintf(w, "  creates placed   %7d  %8.1f/s  p50 %8s  p99 %8s  max %8s  (no room: %d)\n",
+			r.Creates, r.PerSecond(), ms(r.Place.P50), ms(r.Place.P99), ms(r.Place.Max), r.Exhausted)
+	}
 	if r.Heartbeat > 0 {
 		want := float64(r.Nodes) / r.Heartbeat.Seconds()
 		fmt.Fprintf(w, "  heartbeats       %7d  %8.1f/s  p50 %8s  p99 %8s  max %8s  (due: %.1f/s)\n",
