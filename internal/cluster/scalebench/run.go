@@ -32,26 +32,14 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 		ctrls = append(ctrls, s)
 	}
 
-	var measuring atomic.Bool
-	var beats samples
-	beatErr := make(chan error, 1)
-	hbCtx, stopBeats := context.WithCancel(ctx)
-	var hbWG sync.WaitGroup
+	hb := c.startBeats(ctx, cfg.Heartbeat)
+	defer hb.stop()
 	if cfg.Heartbeat > 0 {
-		for i, id := range c.ids {
-			hbWG.Add(1)
-			go func() {
-				defer hbWG.Done()
-				c.beat(hbCtx, c.pools[i%len(c.pools)], c.nodes[id], cfg.Heartbeat, &measuring, &beats, beatErr)
-			}()
-		}
 		// One interval, so every node's phase has come round once.
 		if err := sleep(ctx, min(cfg.Heartbeat, 5*time.Second)); err != nil {
-			stopBeats()
 			return res, err
 		}
 	}
-	defer func() { stopBeats(); hbWG.Wait() }()
 
 	stats := c.db.statsReset(ctx)
 	pgCPU0, err := c.db.postgresCPU(ctx)
@@ -59,32 +47,15 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, fmt.Errorf("reading PostgreSQL's CPU time: %w", err)
 	}
 	cpu0 := selfCPU()
-	measuring.Store(true)
+	hb.measuring.Store(true)
 	start := time.Now()
 	deadline := start.Add(cfg.Duration)
-	var place samples
-	var exhausted atomic.Int64
-	errs := make(chan error, cfg.Controls*cfg.Placers)
-	var wg sync.WaitGroup
-	for _, s := range ctrls {
-		for range cfg.Placers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := c.place(ctx, s, deadline, &place, &exhausted); err != nil {
-					errs <- err
-				}
-			}()
-		}
+	res.Place, res.Exhausted, err = c.placeAll(ctx, ctrls, cfg.Placers, deadline)
+	if err != nil {
+		return res, err
 	}
-	if cfg.Controls == 0 {
-		if err := sleep(ctx, cfg.Duration); err != nil {
-			return res, err
-		}
-	}
-	wg.Wait()
 	res.Elapsed = time.Since(start)
-	measuring.Store(false)
+	hb.measuring.Store(false)
 	res.BenchCPU = selfCPU() - cpu0
 	pgCPU1, err := c.db.postgresCPU(ctx)
 	if err != nil {
@@ -96,18 +67,47 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 	}
-	res.Place = place.dist()
 	res.Creates = res.Place.N
-	res.Exhausted = int(exhausted.Load())
-	res.Beat = beats.dist()
+	res.Beat = hb.got.dist()
 	res.Heartbeats = res.Beat.N
 	select {
-	case err := <-errs:
-		return res, err
-	case err := <-beatErr:
+	case err := <-hb.errs:
 		return res, err
 	default:
 		return res, nil
+	}
+}
+
+// placeAll runs placers creates at once through each control instance
+// until deadline (with none, it waits for the deadline): their
+// latencies, and how many found no room.
+func (c *Cluster) placeAll(ctx context.Context, ctrls []*store.Store, placers int, deadline time.Time) (Dist, int, error) {
+	var place samples
+	var exhausted atomic.Int64
+	errs := make(chan error, len(ctrls)*placers)
+	var wg sync.WaitGroup
+	for _, s := range ctrls {
+		for range placers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := c.place(ctx, s, deadline, &place, &exhausted); err != nil {
+					errs <- err
+				}
+			}()
+		}
+	}
+	if len(ctrls) == 0 {
+		if err := sleep(ctx, time.Until(deadline)); err != nil {
+			return Dist{}, 0, err
+		}
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return Dist{}, 0, err
+	default:
+		return place.dist(), int(exhausted.Load()), nil
 	}
 }
 
@@ -135,10 +135,41 @@ func (c *Cluster) place(ctx context.Context, s *store.Store, deadline time.Time,
 	return nil
 }
 
+// heartbeats are the simulated nodes beating during a run.
+type heartbeats struct {
+	measuring atomic.Bool
+	got       samples // durations while measuring
+	errs      chan error
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// startBeats starts every node's heartbeats, every interval (none when
+// interval is 0).
+func (c *Cluster) startBeats(ctx context.Context, interval time.Duration) *heartbeats {
+	h := &heartbeats{errs: make(chan error, 1)}
+	ctx, h.cancel = context.WithCancel(ctx)
+	if interval <= 0 {
+		return h
+	}
+	for i, id := range c.ids {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			h.beat(ctx, c.pools[i%len(c.pools)], c.nodes[id], interval)
+		}()
+	}
+	return h
+}
+
+func (h *heartbeats) stop() {
+	h.cancel()
+	h.wg.Wait()
+}
+
 // beat heartbeats for node n every interval (from a random phase) until
-// ctx ends, as internal/cluster/node does; durations go to out while
-// measuring. The first error goes to errs.
-func (c *Cluster) beat(ctx context.Context, s *store.Store, n *simNode, interval time.Duration, measuring *atomic.Bool, out *samples, errs chan<- error) {
+// ctx ends, as internal/cluster/node does. The first error goes to errs.
+func (h *heartbeats) beat(ctx context.Context, s *store.Store, n *simNode, interval time.Duration) {
 	if sleep(ctx, mrand.N(interval)) != nil {
 		return
 	}
@@ -149,14 +180,14 @@ func (c *Cluster) beat(ctx context.Context, s *store.Store, n *simNode, interval
 		if _, err := s.Heartbeat(ctx, n.id, n.hash, n.snapshot(), placedGrace); err != nil {
 			if ctx.Err() == nil {
 				select {
-				case errs <- err:
+				case h.errs <- err:
 				default:
 				}
 			}
 			return
 		}
-		if measuring.Load() {
-			out.add(time.Since(t0))
+		if h.measuring.Load() {
+			h.got.add(time.Since(t0))
 		}
 		select {
 		case <-ctx.Done():
