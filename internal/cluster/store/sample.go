@@ -21,7 +21,30 @@ const sampleSize = 8
 // the power of two choices as before; when no drawn node has room, the
 // caller falls back to candidates, so a create is refused only when no
 // node at all has room.
+//
+// The draw itself reads a sample of the table's pages first
+// (TABLESAMPLE SYSTEM, sized from the planner's row count for about
+// pageSampleRows rows), so it does not read every node's row either; when
+// fewer than two of those have room, it draws from every node.
 func (s *Store) sampledCandidates(ctx context.Context, r Request) ([]free, error) {
+	cands, err := s.draw(ctx, r, pageSample)
+	if err != nil || len(cands) >= 2 {
+		return cands, err
+	}
+	return s.draw(ctx, r, "")
+}
+
+// pageSampleRows is about how many node rows the page sample reads.
+const pageSampleRows = 256
+
+// pageSample is the nodes' page sample: pageSampleRows of reltuples, in
+// percent (all pages while the table has not been analyzed, reltuples -1).
+var pageSample = fmt.Sprintf(`TABLESAMPLE SYSTEM ((SELECT least(100, 100.0 * %d / greatest(reltuples, 1))
+	FROM pg_class WHERE oid = 'nodes'::regclass))`, pageSampleRows)
+
+// draw draws sampleSize eligible nodes (from the sample of the nodes
+// table that sample names, or all of it) and returns those with room.
+func (s *Store) draw(ctx context.Context, r Request, sample string) ([]free, error) {
 	labels := r.Labels
 	if labels == nil {
 		labels = map[string]string{}
@@ -31,7 +54,7 @@ func (s *Store) sampledCandidates(ctx context.Context, r Request) ([]free, error
 		exclude = []string{}
 	}
 	rows, err := s.pool.Query(ctx, `WITH drawn AS (
-			SELECT n.id, n.cpu_milli, n.memory_mb, n.disk_mb, n.max_sandboxes FROM nodes n
+			SELECT n.id, n.cpu_milli, n.memory_mb, n.disk_mb, n.max_sandboxes FROM nodes n `+sample+`
 			WHERE n.state = 'ready' AND n.heartbeat_at > now() - $1 * interval '1 second'
 				AND $2 = ANY(n.runtimes) AND n.labels @> $3 AND NOT (n.id = ANY($4))
 			ORDER BY random() LIMIT $5)

@@ -38,3 +38,49 @@ func TestSampleFallsBackToEveryNode(t *testing.T) {
 		t.Fatalf("a sixth create: placed on %q, %v; want resource exhausted", p.Node.ID, err)
 	}
 }
+
+// With 2,000 nodes (analyzed, so the draw reads a sample of the table's
+// pages), creates spread over many of them: the sample moves.
+func TestPageSampleSpreads(t *testing.T) {
+	url := pgtest.Start(t)
+	ctx := context.Background()
+	s := open(t, url)
+	for i := range 2000 {
+		if err := s.Register(ctx, testNode(fmt.Sprintf("n%04d", i), 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE nodes`); err != nil {
+		t.Fatal(err)
+	}
+	var pct float64
+	if err := s.pool.QueryRow(ctx, `SELECT least(100, 100.0 * $1 / greatest(reltuples, 1)) FROM pg_class WHERE oid = 'nodes'::regclass`,
+		pageSampleRows).Scan(&pct); err != nil || pct > 20 {
+		t.Fatalf("the page sample is %.1f%% of the table (%v); want a part of it", pct, err)
+	}
+	req := Request{Runtime: "gvisor", CPUMilli: 100, MemoryMB: 512, DiskMB: 100, FreshWithin: time.Minute}
+	drawn := 0
+	for range 20 {
+		c, err := s.draw(ctx, req, pageSample)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c) >= 2 {
+			drawn++
+		}
+	}
+	if drawn < 15 {
+		t.Fatalf("the page sample gave two candidates or more %d times of 20; want nearly always", drawn)
+	}
+	seen := map[string]bool{}
+	for range 200 {
+		p, err := s.Reserve(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[p.Node.ID] = true
+	}
+	if len(seen) < 100 {
+		t.Fatalf("200 creates landed on %d nodes of 2,000; want them spread", len(seen))
+	}
+}
