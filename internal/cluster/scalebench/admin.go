@@ -112,7 +112,9 @@ func (a *admin) statements(ctx context.Context) ([]Statement, error) {
 // labels name the store's statements by a piece of their text; the
 // first match wins.
 var labels = []struct{ part, label string }{
-	{"SELECT n.id,", "place: candidates (free room of every eligible node)"},
+	{"TABLESAMPLE", "place: candidates, 8 drawn from a page sample"},
+	{"WITH drawn", "place: candidates, 8 drawn from every node"},
+	{"SELECT n.id,", "place: candidates, every node's free room"},
 	{"FOR UPDATE", "place: admit, lock the node's row"},
 	{"$2::bigint - coalesce", "place: admit, sum the node's live placements"},
 	{"INSERT INTO placements", "place: admit, insert the reservation"},
