@@ -39,6 +39,8 @@ var allowed = map[string][]string{
 	"corral/internal/cleanup": {},
 	"corral/internal/cluster/control": {"corral/internal/cluster/nodeauth", "corral/internal/cluster/store", "corral/internal/errdefs", "corral/internal/reqid",
 		"corral/internal/sandbox", "corral/pkg/apiv1"},
+	"corral/internal/cluster/scalebench": {"corral/internal/cluster/store",
+		"corral/internal/errdefs"},
 	"corral/internal/cluster/node":     {"corral/internal/cluster/nodeauth", "corral/internal/cluster/store", "corral/internal/manager", "corral/internal/sandbox"},
 	"corral/internal/cluster/nodeauth": {},
 	"corral/internal/cluster/pgtest":   {},

@@ -42,7 +42,9 @@ func major(dir string) int {
 // Start starts a PostgreSQL and returns a pgx connection string for it.
 // Where its binaries are missing it skips the test, unless the test runs
 // as root (CI), where that is a failure: scripts/deps.sh installs them.
-func Start(t testing.TB) string {
+// settings ("name=value") are server settings added to the defaults (the
+// scaling benchmark loads pg_stat_statements this way).
+func Start(t testing.TB, settings ...string) string {
 	t.Helper()
 	bin := binDir()
 	if bin == "" {
@@ -81,8 +83,11 @@ func Start(t testing.TB) string {
 	}
 	run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
 	// No TCP at all: the socket in dir is the only way in.
-	run("pg_ctl", "start", "-D", data, "-w", "-t", "60", "-l", filepath.Join(dir, "log"),
-		"-o", fmt.Sprintf("-k %s -c listen_addresses='' -c fsync=off -c max_connections=200", dir))
+	opts := fmt.Sprintf("-k %s -c listen_addresses='' -c fsync=off -c max_connections=200", dir)
+	for _, s := range settings {
+		opts += " -c " + s
+	}
+	run("pg_ctl", "start", "-D", data, "-w", "-t", "60", "-l", filepath.Join(dir, "log"), "-o", opts)
 	t.Cleanup(func() {
 		cmd := exec.Command(filepath.Join(bin, "pg_ctl"), "stop", "-D", data, "-m", "immediate", "-w")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The cluster's scaling benchmark (internal/cluster/scalebench): the real
+# placement code against a throwaway PostgreSQL (pg_stat_statements
+# loaded) with simulated nodes and a fake runtime, at each node count and
+# control-instance count, each for DURATION. No sandboxes, no daemon, no
+# root needed beyond what PostgreSQL's test instance needs (as root it runs
+# as the postgres user). Figures: docs/SCALING.md.
+#
+#   scripts/bench-cluster.sh                     # 100,1000,10000 nodes; 1,000,000 records; heartbeats alone, then 2 and 8 controls
+#   NODES=1000 RECORDS=100000 scripts/bench-cluster.sh
+#
+# NODES, CONTROLS (comma-separated), RECORDS, LIVE (live records per
+# node), PLACERS (creates at once per control), DURATION (each
+# measurement), HEARTBEAT (each node's interval; 0s: none).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec go test -count=1 -timeout 2h -run '^TestScale$' ./internal/cluster/scalebench/ -v -args \
+	-scale.nodes="${NODES:-100,1000,10000}" -scale.controls="${CONTROLS:-0,2,8}" \
+	-scale.records="${RECORDS:-1000000}" -scale.live="${LIVE:-50}" -scale.placers="${PLACERS:-4}" \
+	-scale.duration="${DURATION:-15s}" -scale.heartbeat="${HEARTBEAT:-5s}"
