@@ -16,14 +16,23 @@ import (
 // carried by one HTTP/2 stream. The returned conn's deadlines are not
 // supported (they return nil and do nothing); cancel ctx or Close instead.
 func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	conn, err := c.dialStream(ctx, PathPortConnect, url.Values{"port": {strconv.Itoa(port)}}, port)
+	if err != nil {
+		return nil, fmt.Errorf("agent port %d: %w", port, err)
+	}
+	return conn, nil
+}
+
+// dialStream POSTs to path with q and returns the full-duplex stream as a
+// net.Conn (the request body out, the response body in); port names it.
+func (c *Client) dialStream(ctx context.Context, path string, q url.Values, port int) (net.Conn, error) {
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(ctx)
-	q := url.Values{"port": {strconv.Itoa(port)}}
-	resp, err := c.do(ctx, http.MethodPost, c.prefix+PathPortConnect, q, pr)
+	resp, err := c.do(ctx, http.MethodPost, c.prefix+path, q, pr)
 	if err != nil {
 		cancel()
 		pw.Close()
-		return nil, fmt.Errorf("agent port %d: %w", port, err)
+		return nil, err
 	}
 	return &portConn{body: resp.Body, pw: pw, cancel: cancel, port: port}, nil
 }

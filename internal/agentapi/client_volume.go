@@ -3,7 +3,6 @@ package agentapi
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -48,14 +47,9 @@ func (c *Client) AcceptVolumeNFS(ctx context.Context, index int) (net.Conn, erro
 	if c.version < VolumeNFSSince {
 		return nil, fmt.Errorf("%w: agent %q predates volumes over NFS (protocol %d)", errdefs.ErrNotSupported, c.agentVersion, c.version)
 	}
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(ctx)
-	q := url.Values{"index": {strconv.Itoa(index)}}
-	resp, err := c.do(ctx, http.MethodPost, c.prefix+PathVolumeRelay, q, pr)
+	conn, err := c.dialStream(ctx, PathVolumeRelay, url.Values{"index": {strconv.Itoa(index)}}, index)
 	if err != nil {
-		cancel()
-		pw.Close()
 		return nil, fmt.Errorf("agent volume relay %d: %w", index, err)
 	}
-	return &portConn{body: resp.Body, pw: pw, cancel: cancel, port: index}, nil
+	return conn, nil
 }
