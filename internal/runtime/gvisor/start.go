@@ -183,6 +183,10 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, im
 		}
 		return fmt.Errorf("runsc %s: %w", verb, withCtxErr(ctx, err))
 	}
+	if err := r.favourStubsForOOM(ref.ID); err != nil {
+		// The sandbox runs; a host OOM kill may then end all of it.
+		r.log.Warn("raising the OOM score of the sandbox's guest processes", "sandbox", ref.ID, "err", err)
+	}
 	return nil
 }
 
