@@ -50,7 +50,13 @@ func newServeCmd() *cobra.Command {
 			if cluster.control {
 				ctx, cancel := cmdContext()
 				defer cancel()
-				return runControl(ctx, cluster, cfg.Listen, cfg.Logger)
+				// A control plane serves an envd face only when asked
+				// (the default address is one per host).
+				envd := ""
+				if cmd.Flags().Changed("envd-listen") {
+					envd = cfg.EnvdListen
+				}
+				return runControl(ctx, cluster, cfg.Listen, envd, cfg.E2BRuntime, cfg.Logger)
 			}
 			cfg.AuditOff = !auditOn
 			if cfg.CACerts, err = readCACerts(caCerts); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -21,6 +23,7 @@ type clusterFlags struct {
 	db            string
 	joinTokenFile string
 	name, address string
+	envdAddress   string
 	labels        []string
 	heartbeat     time.Duration
 	lostAfter     time.Duration
@@ -34,6 +37,7 @@ func addClusterFlags(f *pflag.FlagSet, c *clusterFlags) {
 	f.StringVar(&c.joinTokenFile, "join-token-file", "", "a file holding the cluster's join token (at least 16 bytes), the same for nodes and control planes")
 	f.StringVar(&c.name, "node-name", "", "this node's name in the cluster")
 	f.StringVar(&c.address, "node-address", "", "the base URL control planes reach this node's API at (http://host:port)")
+	f.StringVar(&c.envdAddress, "node-envd-address", "", "the base URL control planes reach this node's envd face at (http://host:port); default: --node-address's host with --envd-listen's port")
 	f.StringArrayVar(&c.labels, "node-label", nil, "a label of this node, key=value (repeatable); creates select nodes by labels with node_selector")
 	f.DurationVar(&c.heartbeat, "heartbeat", 5*time.Second, "time between a node's heartbeats")
 	f.DurationVar(&c.lostAfter, "node-lost-after", 30*time.Second, "a control plane marks a node silent for longer than this lost, and its sandboxes with it")
@@ -64,11 +68,45 @@ func (c *clusterFlags) apply(cfg *daemon.Config) error {
 		labels[k] = v
 	}
 	cfg.Cluster.DB, cfg.Cluster.Name, cfg.Cluster.Address = c.db, c.name, c.address
+	envdAddr, err := nodeEnvdAddress(c.envdAddress, c.address, cfg.EnvdListen)
+	if err != nil {
+		return err
+	}
+	cfg.Cluster.EnvdAddress = envdAddr
 	cfg.Cluster.JoinTokenFile, cfg.Cluster.Labels, cfg.Cluster.Heartbeat = c.joinTokenFile, labels, c.heartbeat
 	return nil
 }
 
-func runControl(ctx context.Context, c clusterFlags, listen string, log *slog.Logger) error {
-	return control.Run(ctx, control.Config{Listen: listen, DB: c.db, TokenFile: c.tokenFile, JoinTokenFile: c.joinTokenFile,
-		LostAfter: c.lostAfter, Version: version, Log: log})
+// nodeEnvdAddress is the envd face's URL a node registers: the flag's,
+// or else --node-address's host with --envd-listen's port ("" when the
+// face is off).
+func nodeEnvdAddress(flag, apiAddr, envdListen string) (string, error) {
+	if envdListen == "" {
+		if flag != "" {
+			return "", fmt.Errorf("--node-envd-address needs the envd face on (--envd-listen)")
+		}
+		return "", nil
+	}
+	if flag != "" {
+		if u, err := url.Parse(flag); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+			return "", fmt.Errorf("--node-envd-address %q: want http(s)://host:port", flag)
+		}
+		return flag, nil
+	}
+	u, err := url.Parse(apiAddr)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("--node-address %q: want http(s)://host:port", apiAddr)
+	}
+	_, port, err := net.SplitHostPort(envdListen)
+	if err != nil {
+		return "", fmt.Errorf("--envd-listen %q: %w", envdListen, err)
+	}
+	return u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port), nil
+}
+
+// runControl runs a control plane; envdListen ("": none) serves its
+// envd face, which passes each request on to the sandbox's node.
+func runControl(ctx context.Context, c clusterFlags, listen, envdListen, e2bRuntime string, log *slog.Logger) error {
+	return control.Run(ctx, control.Config{Listen: listen, EnvdListen: envdListen, E2BRuntime: e2bRuntime, DB: c.db, TokenFile: c.tokenFile,
+		JoinTokenFile: c.joinTokenFile, LostAfter: c.lostAfter, Version: version, Log: log})
 }

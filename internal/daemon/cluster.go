@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"corral/internal/cluster/node"
+	"corral/internal/e2b"
 	"corral/internal/manager"
 )
 
@@ -14,5 +15,6 @@ func joinCluster(ctx context.Context, cfg Config, m *manager.Manager, token stri
 	c := cfg.Cluster
 	c.StateDir = cfg.StateDir
 	c.Log = cfg.Logger
+	c.E2BKeyPrefix = e2b.KeyPrefix
 	return node.Join(ctx, c, m, token)
 }

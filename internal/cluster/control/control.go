@@ -20,17 +20,26 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"corral/internal/cluster/nodeauth"
 	"corral/internal/cluster/store"
 	"corral/internal/reqid"
+	"corral/internal/sandbox"
 )
 
 // Config is what `corral serve --control` is started with.
 type Config struct {
-	Listen        string
+	Listen string
+	// EnvdListen is the address of the envd face (EnvdHandler); "" turns
+	// it off.
+	EnvdListen string
+	// E2BRuntime is the runtime E2B creates are placed for ("": gvisor);
+	// the nodes' --e2b-runtime must be the same, as it is what they
+	// create.
+	E2BRuntime    string
 	DB            string
 	TokenFile     string // the API token callers present
 	JoinTokenFile string // the cluster's join token (nodeauth)
@@ -50,6 +59,9 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Log = slog.Default()
 	}
 	cfg.Log = slog.New(reqid.NewHandler(cfg.Log.Handler()))
+	if cfg.E2BRuntime != "" && !slices.Contains(sandbox.Runtimes, cfg.E2BRuntime) {
+		return fmt.Errorf("--e2b-runtime %q: want one of %v", cfg.E2BRuntime, sandbox.Runtimes)
+	}
 	token, err := readToken(cfg.TokenFile)
 	if err != nil {
 		return err
@@ -68,25 +80,42 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	s := newServer(st, token, join, cfg)
+	var eln net.Listener
+	if cfg.EnvdListen != "" {
+		if eln, err = net.Listen("tcp", cfg.EnvdListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("listening on %s (--envd-listen): %w", cfg.EnvdListen, err)
+		}
+	}
 	lctx, stopLeader := context.WithCancel(ctx)
 	leaderDone := make(chan struct{})
 	go func() { defer close(leaderDone); s.lead(lctx) }()
 	defer func() { stopLeader(); <-leaderDone }()
 	srv := &http.Server{Handler: reqid.Middleware(s, cfg.Log), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	srvs, lns := []*http.Server{srv}, []net.Listener{ln}
+	if eln != nil {
+		esrv := &http.Server{Handler: reqid.Middleware(s.EnvdHandler(), cfg.Log), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+		srvs, lns = append(srvs, esrv), append(lns, eln)
+		cfg.Log.Info("corral control plane envd face serving", "listen", eln.Addr().String())
+	}
+	errc := make(chan error, len(srvs))
+	for i, srv := range srvs {
+		go func() { errc <- srv.Serve(lns[i]) }()
+	}
 	cfg.Log.Info("corral control plane serving", "listen", ln.Addr().String(), "version", cfg.Version)
+	err = nil
 	select {
-	case err := <-errc:
-		return err
+	case err = <-errc:
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
+	for _, srv := range srvs {
+		if serr := srv.Shutdown(sctx); serr != nil {
+			srv.Close()
+		}
 	}
-	return nil
+	return err
 }
 
 func readToken(path string) (string, error) {

@@ -35,25 +35,55 @@ const createTimeout = 10 * time.Minute
 // the node must carry. It is taken out before the body goes to the node.
 const selectorField = "node_selector"
 
-// create places a sandbox: it reserves room on a node (store.Reserve),
-// forwards the create there and binds the reservation to the sandbox's
-// id. A node that cannot be reached or is full is left for another.
+// create places a sandbox of the native API (place).
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	body, req, name, err := s.readCreate(w, r)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	if name != "" {
+	a, err := s.place(r, createCall{req: req, name: name, path: "/v1/sandboxes", body: body, idOf: nativeID})
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	relay(w, a)
+}
+
+// nativeID reads a native create's answer.
+func nativeID(body []byte) (id, name string) {
+	var sb apiv1.Sandbox
+	_ = json.Unmarshal(body, &sb)
+	return sb.ID, sb.Name
+}
+
+// createCall is one create to place: what to reserve, and the node's
+// endpoint and body that carry it out (each face translates its own
+// create on the node, so the node's face stays the one source of truth).
+type createCall struct {
+	req  store.Request
+	name string // "" for none
+	path string
+	body []byte
+	// idOf reads the created sandbox's id and name from the node's 201.
+	idOf func([]byte) (id, name string)
+}
+
+// place places a create: it reserves room on a node (store.Reserve),
+// forwards the create there and binds the reservation to the sandbox's
+// id. A node that cannot be reached or is full is left for another. The
+// answer is the node's, to relay (its refusal of a bad spec included).
+func (s *Server) place(r *http.Request, c createCall) (nodeAnswer, error) {
+	if c.name != "" {
 		// Checked again, atomically, when the placement is bound.
-		if taken, err := s.st.NameTaken(r.Context(), name); err != nil || taken {
+		if taken, err := s.st.NameTaken(r.Context(), c.name); err != nil || taken {
 			if err == nil {
-				err = fmt.Errorf("%w: a sandbox named %q already runs in the cluster", errdefs.ErrAlreadyExists, name)
+				err = fmt.Errorf("%w: a sandbox named %q already runs in the cluster", errdefs.ErrAlreadyExists, c.name)
 			}
-			s.writeError(w, err)
-			return
+			return nodeAnswer{}, err
 		}
 	}
+	req := c.req
 	var tried []string
 	var last error
 	for range createTries {
@@ -63,11 +93,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			if last != nil && errors.Is(err, errdefs.ErrResourceExhausted) {
 				break // no other node: say why the tried ones failed
 			}
-			s.writeError(w, err)
-			return
+			return nodeAnswer{}, err
 		}
 		tried = append(tried, p.Node.ID)
-		resp, err := s.forwardCreate(r, p.Node, body)
+		resp, err := s.forwardCreate(r, p.Node, c.path, c.body)
 		if err != nil {
 			s.release(r.Context(), p)
 			last = err
@@ -80,10 +109,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			s.log.InfoContext(r.Context(), "a node refused a create; trying another", "op", "cluster", "node", p.Node.ID, "status", resp.status)
 			continue
 		}
-		s.finishCreate(w, r, p, resp)
-		return
+		return s.bind(r, p, resp, c.idOf)
 	}
-	s.writeError(w, fmt.Errorf("%w: creating a sandbox: the nodes tried (%v) failed or refused it; the last: %v", errdefs.ErrUnavailable, tried, last))
+	return nodeAnswer{}, fmt.Errorf("%w: creating a sandbox: the nodes tried (%v) failed or refused it; the last: %v", errdefs.ErrUnavailable, tried, last)
 }
 
 // readCreate reads a create's body: the body for the node (without the
@@ -152,7 +180,7 @@ type nodeAnswer struct {
 
 // forwardCreate sends the create to node n; an error means the node did
 // not answer.
-func (s *Server) forwardCreate(r *http.Request, n store.Node, body []byte) (nodeAnswer, error) {
+func (s *Server) forwardCreate(r *http.Request, n store.Node, path string, body []byte) (nodeAnswer, error) {
 	target, cred, err := s.nodeTarget(n)
 	if err != nil {
 		return nodeAnswer{}, err
@@ -161,7 +189,7 @@ func (s *Server) forwardCreate(r *http.Request, n store.Node, body []byte) (node
 	// node: the answer is awaited and bound all the same.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), createTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.JoinPath("/v1/sandboxes").String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.JoinPath(path).String(), bytes.NewReader(body))
 	if err != nil {
 		return nodeAnswer{}, err
 	}
@@ -182,30 +210,27 @@ func (s *Server) forwardCreate(r *http.Request, n store.Node, body []byte) (node
 	return nodeAnswer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: b}, nil
 }
 
-// finishCreate binds the reservation to the created sandbox and relays the
-// node's answer; a failed create gives the room back.
-func (s *Server) finishCreate(w http.ResponseWriter, r *http.Request, p store.Placement, a nodeAnswer) {
+// bind binds the reservation to the created sandbox; a failed create
+// gives the room back. The node's answer is to be relayed.
+func (s *Server) bind(r *http.Request, p store.Placement, a nodeAnswer, idOf func([]byte) (string, string)) (nodeAnswer, error) {
 	if a.status != http.StatusCreated {
 		s.release(r.Context(), p)
-		relay(w, a)
-		return
+		return a, nil
 	}
-	var sb apiv1.Sandbox
-	if err := json.Unmarshal(a.body, &sb); err != nil || sb.ID == "" {
+	id, name := idOf(a.body)
+	if id == "" {
 		s.release(r.Context(), p)
-		s.writeError(w, fmt.Errorf("%w: node %s answered a create with no sandbox id", errdefs.ErrUnavailable, p.Node.ID))
-		return
+		return nodeAnswer{}, fmt.Errorf("%w: node %s answered a create with no sandbox id", errdefs.ErrUnavailable, p.Node.ID)
 	}
 	ctx := context.WithoutCancel(r.Context())
-	if err := s.st.Bind(ctx, p.ID, sb.ID, sb.Name); err != nil {
+	if err := s.st.Bind(ctx, p.ID, id, name); err != nil {
 		// Its node was lost meanwhile, or another create took the
 		// name: what the node made goes, and its room.
 		s.release(ctx, p)
-		s.removeOnNode(ctx, p.Node, sb.ID)
-		s.writeError(w, err)
-		return
+		s.removeOnNode(ctx, p.Node, id)
+		return nodeAnswer{}, err
 	}
-	relay(w, a)
+	return a, nil
 }
 
 func relay(w http.ResponseWriter, a nodeAnswer) {

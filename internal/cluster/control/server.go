@@ -53,6 +53,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.auth(s.notServed))
 	s.mux.HandleFunc("/v1/sandboxes/{id}", s.auth(s.proxy(true)))
 	s.mux.HandleFunc("/v1/sandboxes/{id}/{rest...}", s.auth(s.proxy(true)))
+	// E2B's control API, with E2B's key and error shape (e2b.go).
+	s.mux.Handle("/e2b/", http.StripPrefix("/e2b", s.e2bRoutes()))
 	s.mux.HandleFunc("/", s.auth(s.notServed))
 }
 

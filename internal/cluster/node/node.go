@@ -31,9 +31,15 @@ import (
 
 // Config is a node's part of `corral serve`.
 type Config struct {
-	DB            string // the cluster database's URL
-	Name          string // the node's id in the cluster
-	Address       string // the base URL control planes reach this daemon's API at
+	DB      string // the cluster database's URL
+	Name    string // the node's id in the cluster
+	Address string // the base URL control planes reach this daemon's API at
+	// EnvdAddress is the base URL control planes reach its E2B envd
+	// face at ("": it serves none).
+	EnvdAddress string
+	// E2BKeyPrefix begins the E2B API key (the prefix, then the API
+	// token) a request with the node's credential is let in with.
+	E2BKeyPrefix  string
 	JoinTokenFile string
 	Labels        map[string]string
 	// Heartbeat is the time between heartbeats (default 5 s).
@@ -140,7 +146,7 @@ func (n *Node) record(nonce string) store.Node {
 	if mem <= 0 {
 		mem = unbounded
 	}
-	return store.Node{ID: n.cfg.Name, Address: n.cfg.Address, CPUMilli: cpu, MemoryMB: mem,
+	return store.Node{ID: n.cfg.Name, Address: n.cfg.Address, EnvdAddress: n.cfg.EnvdAddress, CPUMilli: cpu, MemoryMB: mem,
 		DiskMB: diskMB, MaxSandboxes: u.MaxSandboxes, Runtimes: n.m.Runtimes(), KVM: kvmErr == nil, Labels: n.cfg.Labels,
 		CredentialNonce: nonce, CredentialHash: nodeauth.Hash(n.cred)}
 }
@@ -197,8 +203,9 @@ func (n *Node) beatOnce(ctx context.Context) error {
 }
 
 // Handler lets a request carrying this node's credential through to h as
-// if it carried the API token (set in process, never on the wire); other
-// requests reach h as they came.
+// if it carried the API token (set in process, never on the wire), as a
+// bearer for the native API and as the E2B key for /e2b; other requests
+// reach h as they came.
 func (n *Node) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if got := r.Header.Get(nodeauth.Header); got != "" {
@@ -210,6 +217,7 @@ func (n *Node) Handler(h http.Handler) http.Handler {
 			}
 			r.Header.Del(nodeauth.Header)
 			r.Header.Set("Authorization", "Bearer "+n.token)
+			r.Header.Set("X-API-KEY", n.cfg.E2BKeyPrefix+n.token)
 		}
 		h.ServeHTTP(w, r)
 	})

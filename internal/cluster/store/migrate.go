@@ -56,6 +56,8 @@ var migrations = []string{
 	CREATE INDEX placements_node_live ON placements (node_id) WHERE state IN ('reserved', 'placed', 'ending');
 	CREATE INDEX placements_node_lost ON placements (node_id) WHERE state = 'lost' AND NOT reaped;
 	CREATE UNIQUE INDEX placements_placed_name ON placements (name) WHERE state IN ('placed', 'ending');`,
+	// 2: where a node serves E2B's envd face ('': it does not).
+	`ALTER TABLE nodes ADD COLUMN envd_address text NOT NULL DEFAULT ''`,
 }
 
 // Migrate brings the schema to the newest version. Several instances may

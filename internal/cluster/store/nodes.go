@@ -21,6 +21,9 @@ const (
 type Node struct {
 	ID      string
 	Address string // base URL the control plane reaches its API at
+	// EnvdAddress is the base URL of its E2B envd face ("": none), which
+	// a control plane's envd face passes requests on to.
+	EnvdAddress string
 	// Capacity: what the node admits (its admittable CPU and memory, its
 	// free disk at join and its bound on live sandboxes).
 	CPUMilli     int64
@@ -42,12 +45,12 @@ type Node struct {
 }
 
 const nodeColumns = `id, address, cpu_milli, memory_mb, disk_mb, max_sandboxes, runtimes, kvm, labels,
-	credential_nonce, credential_hash, state, draining, heartbeat_at, lost_at`
+	credential_nonce, credential_hash, state, draining, heartbeat_at, lost_at, envd_address`
 
 func scanNode(row pgx.Row) (Node, error) {
 	var n Node
 	err := row.Scan(&n.ID, &n.Address, &n.CPUMilli, &n.MemoryMB, &n.DiskMB, &n.MaxSandboxes, &n.Runtimes, &n.KVM, &n.Labels,
-		&n.CredentialNonce, &n.CredentialHash, &n.State, &n.Draining, &n.Heartbeat, &n.LostAt)
+		&n.CredentialNonce, &n.CredentialHash, &n.State, &n.Draining, &n.Heartbeat, &n.LostAt, &n.EnvdAddress)
 	return n, err
 }
 
@@ -59,13 +62,13 @@ func (s *Store) Register(ctx context.Context, n Node) error {
 		n.Labels = map[string]string{}
 	}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO nodes (`+nodeColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'ready', false, now(), NULL)
-		ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, cpu_milli = EXCLUDED.cpu_milli,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'ready', false, now(), NULL, $12)
+		ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, envd_address = EXCLUDED.envd_address, cpu_milli = EXCLUDED.cpu_milli,
 			memory_mb = EXCLUDED.memory_mb, disk_mb = EXCLUDED.disk_mb, max_sandboxes = EXCLUDED.max_sandboxes,
 			runtimes = EXCLUDED.runtimes, kvm = EXCLUDED.kvm, labels = EXCLUDED.labels, heartbeat_at = now()
 		WHERE nodes.credential_hash = EXCLUDED.credential_hash`,
 		n.ID, n.Address, n.CPUMilli, n.MemoryMB, n.DiskMB, n.MaxSandboxes, n.Runtimes, n.KVM, n.Labels,
-		n.CredentialNonce, n.CredentialHash)
+		n.CredentialNonce, n.CredentialHash, n.EnvdAddress)
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", n.ID, err)
 	}
