@@ -141,7 +141,11 @@ func (s *Server) e2bProxy(w http.ResponseWriter, r *http.Request) {
 		s.e2bError(w, err)
 		return
 	}
+	// (JoinPath keeps an empty base path relative: "e2b".)
 	target = target.JoinPath("/e2b")
+	if !strings.HasPrefix(target.Path, "/") {
+		target.Path = "/" + target.Path
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
