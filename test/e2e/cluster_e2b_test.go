@@ -47,9 +47,10 @@ func TestClusterE2B(t *testing.T) {
 	cluster := []string{"--cluster-db", db, "--join-token-file", joinFile, "--node-lost-after", "10s"}
 	// Each node serves its envd face on a port of its own (a later flag
 	// wins over startClusterNode's --envd-listen ""); it registers the
-	// address (--node-address's host, this port).
-	n1 := startClusterNode(t, "n1", 3, append(cluster, "--envd-listen", freeAddr(t)))
-	n2 := startClusterNode(t, "n2", 4, append(cluster, "--envd-listen", freeAddr(t)))
+	// address (--node-address's host, this port). The SDK's files keep
+	// their sandboxes to the end: 8 places a node, not 3.
+	n1 := startClusterNode(t, "n1", 3, append(cluster, "--envd-listen", freeAddr(t), "--max-sandboxes", "8"))
+	n2 := startClusterNode(t, "n2", 4, append(cluster, "--envd-listen", freeAddr(t), "--max-sandboxes", "8"))
 	envd := freeAddr(t)
 	c := startControl(t, append([]string{"--token-file", tokenFile, "--envd-listen", envd}, cluster...), token)
 
