@@ -43,3 +43,27 @@ func TestClusterFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeEnvdAddress(t *testing.T) {
+	for _, c := range []struct {
+		flag, api, listen string
+		want              string // "error" : refused
+	}{
+		{"", "http://10.0.0.11:7070", "", ""},
+		{"", "http://10.0.0.11:7070", "0.0.0.0:49983", "http://10.0.0.11:49983"},
+		{"", "https://[fd00::1]:7070", ":49983", "https://[fd00::1]:49983"},
+		{"http://envd.internal:9000", "http://10.0.0.11:7070", ":49983", "http://envd.internal:9000"},
+		{"http://envd.internal:9000", "http://10.0.0.11:7070", "", "error"},
+		{"envd.internal:9000", "http://10.0.0.11:7070", ":49983", "error"},
+		{"", "10.0.0.11:7070", ":49983", "error"},
+		{"", "http://10.0.0.11:7070", "49983", "error"},
+	} {
+		got, err := nodeEnvdAddress(c.flag, c.api, c.listen)
+		if err != nil {
+			got = "error"
+		}
+		if got != c.want {
+			t.Errorf("nodeEnvdAddress(%q, %q, %q) = %q %v, want %q", c.flag, c.api, c.listen, got, err, c.want)
+		}
+	}
+}
