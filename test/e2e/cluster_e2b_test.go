@@ -15,7 +15,7 @@ import (
 // SDK unchanged) against a control plane in front of two gVisor nodes:
 // E2B_API_URL is the control's /e2b, E2B_SANDBOX_URL its envd face, which
 // passes each request on to the envd face of the sandbox's node. The
-// commands and files tests (streams, a PTY, a 100 MB upload) and the
+// commands and files tests (streams, a PTY, watches) and the
 // control API's lifecycle tests (create, info, connect, metrics, list
 // paged across nodes by metadata, setTimeout, kill, pause and connect)
 // must pass, and the sandboxes they made must have landed on both nodes.
@@ -60,7 +60,10 @@ func TestClusterE2B(t *testing.T) {
 	npmCI(ctx, t, npm, proj, env)
 	env = append(env, "E2B_API_URL=http://"+c.addr+"/e2b", "E2B_API_KEY=e2b_"+token,
 		"E2B_SANDBOX_URL=http://"+envd, "NO_COLOR=1", "CI=1", "E2B_DEBUG=false")
-	vitest(ctx, t, proj, env, "tests/commands.test.mjs", "tests/files.test.mjs")
+	// All but the 100 MB upload (15 to 45 s on this machine; TestE2BSDK
+	// runs it against a daemon, and the streamed write here crosses the
+	// same two proxies).
+	vitest(ctx, t, proj, env, "tests/commands.test.mjs", "tests/files.test.mjs", "-t", "^(?!.*100 MB)")
 	vitest(ctx, t, proj, env, "tests/control.test.mjs", "-t",
 		"a sandbox from base|list pages|setTimeout|kill$|pause, then connect resumes")
 
