@@ -17,7 +17,8 @@ import (
 // passes each request on to the envd face of the sandbox's node. The
 // commands and files tests (streams, a PTY, watches) and the
 // control API's lifecycle tests (create, info, connect, metrics, list
-// paged across nodes by metadata, setTimeout, kill, pause and connect)
+// paged across nodes by metadata, setTimeout, kill, pause and connect,
+// a pause at the end of the lifetime, the network policy)
 // must pass, and the sandboxes they made must have landed on both nodes.
 // Forks and snapshots are not served by a control plane yet
 // (docs/CLUSTER.md), so those tests are not run here.
@@ -65,7 +66,7 @@ func TestClusterE2B(t *testing.T) {
 	// same two proxies).
 	vitest(ctx, t, proj, env, "tests/commands.test.mjs", "tests/files.test.mjs", "-t", "^(?!.*100 MB)")
 	vitest(ctx, t, proj, env, "tests/control.test.mjs", "-t",
-		"a sandbox from base|list pages|setTimeout|kill$|pause, then connect resumes")
+		"a sandbox from base|list pages|setTimeout|kill$|pause, then connect resumes|onTimeout pause|network:")
 
 	// Every sandbox went through the control plane; both nodes ran some.
 	for _, n := range []*daemon{n1, n2} {
