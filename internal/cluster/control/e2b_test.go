@@ -178,6 +178,9 @@ func TestE2BFace(t *testing.T) {
 		}
 	}
 	want := append(append([]string(nil), nodes["a"].sbs...), nodes["b"].sbs...)
+	if full := (len(want) + 2) / 3; pages != full {
+		t.Errorf("%d pages of 3 for %d sandboxes, want %d: no empty last page", pages, len(want), full)
+	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("paged list %v, want %v (node a's, then b's)", got, want)
 	}

@@ -62,9 +62,9 @@ type nodeRefusal struct{ a nodeAnswer }
 func (e *nodeRefusal) Error() string { return fmt.Sprintf("status %d: %s", e.a.status, e.a.body) }
 
 // e2bListV2 is GET /v2/sandboxes: one page of the cluster's sandboxes,
-// filled from the ready nodes in turn, its token in X-Next-Token. A page
-// may come out short (or, last, empty) where a node's sandboxes end; a
-// node that does not answer is left out and named in
+// filled from the ready nodes in turn, its token in X-Next-Token (none
+// on the last page). A page may come out short where a node's
+// sandboxes end; a node that does not answer is left out and named in
 // X-Corral-Missing-Nodes. X-Total-Running is not given.
 func (s *Server) e2bListV2(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -90,7 +90,7 @@ func (s *Server) e2bListV2(w http.ResponseWriter, r *http.Request) {
 	out := []json.RawMessage{}
 	var next e2bCursor
 	var missing []string
-	for _, n := range ns {
+	for i, n := range ns {
 		if n.ID < cur.Node {
 			continue
 		}
@@ -100,7 +100,11 @@ func (s *Server) e2bListV2(w http.ResponseWriter, r *http.Request) {
 		}
 		left := limit - len(out)
 		if left == 0 {
-			next = e2bCursor{Node: n.ID}
+			// The page is full at a node's boundary: a token only if
+			// a later node has more, so the last page is not empty.
+			if s.e2bAnyLeft(r, ns[i:], q) {
+				next = e2bCursor{Node: n.ID}
+			}
 			break
 		}
 		nq := cloneQuery(q)
@@ -133,6 +137,22 @@ func (s *Server) e2bListV2(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(partialHeader, strings.Join(missing, ","))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// e2bAnyLeft tells whether any of ns lists a sandbox for query q (each
+// asked for one, in turn); a node that does not answer counts as having
+// some, so the caller is given a token rather than a list cut short.
+func (s *Server) e2bAnyLeft(r *http.Request, ns []store.Node, q url.Values) bool {
+	nq := cloneQuery(q)
+	nq.Set("limit", "1")
+	nq.Del("nextToken")
+	for _, n := range ns {
+		items, _, err := s.e2bListNode(r, n, "/e2b/v2/sandboxes", nq)
+		if err != nil || len(items) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // e2bListV1 is GET /sandboxes: every running sandbox of every ready
