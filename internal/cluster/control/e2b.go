@@ -169,5 +169,6 @@ func (s *Server) e2bProxy(w http.ResponseWriter, r *http.Request) {
 			return nil
 		},
 	}
+	fullDuplex(w)
 	rp.ServeHTTP(w, r)
 }

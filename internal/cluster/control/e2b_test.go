@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -77,6 +78,16 @@ func (f *fakeE2BNode) envdFace(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.envd = append(f.envd, r.Header.Clone())
 	f.mu.Unlock()
+	if r.URL.Path == "/duplex" {
+		// Answers before it reads the request's body, as a stream
+		// may; then reads the body to its end.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		_, _ = io.WriteString(w, "ready\n")
+		w.(http.Flusher).Flush()
+		b, err := io.ReadAll(r.Body)
+		_, _ = fmt.Fprintf(w, "got %q %v\n", b, err)
+		return
+	}
 	// A server stream: each line must reach the caller as it is written.
 	for i := range 3 {
 		_, _ = fmt.Fprintf(w, "%s %s %d\n", f.id, r.URL.Path, i)
@@ -321,5 +332,55 @@ func TestEnvdRouting(t *testing.T) {
 		if resp.StatusCode != c.status || err != nil || e.Code != c.status || e.Message == "" {
 			t.Errorf("%s: %d %+v %v, want %d in envd's shape", c.name, resp.StatusCode, e, err, c.status)
 		}
+	}
+}
+
+// TestEnvdFullDuplex: a request whose body is still coming when its
+// node's answer has begun reaches the node whole.
+func TestEnvdFullDuplex(t *testing.T) {
+	st, _ := e2bCluster(t)
+	s := newServer(st, testToken, testJoin, Config{LostAfter: time.Minute, Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	envd := httptest.NewServer(s.EnvdHandler())
+	t.Cleanup(envd.Close)
+	_, body := e2bCall(t, srv, "POST", "/e2b/v2/sandboxes", e2bKeyPrefix+testToken, `{"templateID":"base"}`)
+	var sb struct{ SandboxID string }
+	if err := json.Unmarshal([]byte(body), &sb); err != nil || sb.SandboxID == "" {
+		t.Fatalf("create: %s", body)
+	}
+	// A bound, so a proxy that drops the body fails the test rather
+	// than hangs it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	ready := make(chan struct{})
+	go func() {
+		_, _ = io.WriteString(pw, "first,")
+		select {
+		case <-ready:
+			_, _ = io.WriteString(pw, "second")
+			pw.Close()
+		case <-ctx.Done():
+			pw.CloseWithError(ctx.Err())
+		}
+	}()
+	req, _ := http.NewRequestWithContext(ctx, "POST", envd.URL+"/duplex", pr)
+	req.Header.Set(envdSandboxHeader, sb.SandboxID)
+	resp, err := envd.Client().Do(req)
+	if err != nil {
+		close(ready)
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	close(ready)
+	if err != nil || line != "ready\n" {
+		t.Fatalf("first line %q %v", line, err)
+	}
+	rest, err := io.ReadAll(br)
+	if want := "got \"first,second\" <nil>\n"; err != nil || string(rest) != want {
+		t.Fatalf("the node got: %q %v, want %q", rest, err, want)
 	}
 }

@@ -92,6 +92,7 @@ func (s *Server) EnvdHandler() http.Handler {
 				writeJSON(w, http.StatusBadGateway, e2bErrorBody{Code: http.StatusBadGateway, Message: fmt.Sprintf("sandbox %s: its node does not answer: %v", id, err)})
 			},
 		}
+		fullDuplex(w)
 		rp.ServeHTTP(w, r)
 	})
 }

@@ -61,6 +61,7 @@ func (s *Server) proxy(credential bool) http.HandlerFunc {
 				return nil
 			},
 		}
+		fullDuplex(w)
 		rp.ServeHTTP(w, r)
 	}
 }
@@ -100,4 +101,14 @@ func (s *Server) noteDelete(ctx context.Context, id string, status int) {
 	if err != nil {
 		s.log.Warn("recording a sandbox's removal", "op", "cluster", "sandbox", id, "err", err)
 	}
+}
+
+// fullDuplex lets a proxied request's body still be read after the
+// node's answer has begun to reach the caller. Without it an HTTP/1.1
+// server closes the body once the answer is flushed, and a stream whose
+// node answers before the request's body is all sent (a Connect server
+// stream does, at once) loses that body: the copy to the node fails, the
+// node's connection is closed and the caller's stream is cut.
+func fullDuplex(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).EnableFullDuplex()
 }
