@@ -67,7 +67,7 @@ var allowed = map[string][]string{
 	"corral/internal/image/dirtar":                              {"corral/internal/errdefs"},
 	"corral/internal/image/oci":                                 {"corral/internal/errdefs", "corral/internal/hostpath", "corral/internal/image/store", "corral/internal/sandbox"},
 	"corral/internal/image/overlaytar":                          {"corral/internal/errdefs"},
-	"corral/internal/image/store": {"corral/internal/cleanup", "corral/internal/errdefs", "corral/internal/ids", "corral/internal/image/tarx",
+	"corral/internal/image/store": {"corral/internal/cleanup", "corral/internal/errdefs", "corral/internal/ids", "corral/internal/image/dirtar", "corral/internal/image/overlaytar", "corral/internal/image/tarx",
 		"corral/internal/keylimit", "corral/internal/mountinfo"},
 	"corral/internal/image/tarx":    {"corral/internal/errdefs"},
 	"corral/internal/image/tartest": {},
