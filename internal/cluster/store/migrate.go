@@ -56,6 +56,22 @@ var migrations = []string{
 	CREATE INDEX placements_node_live ON placements (node_id) WHERE state IN ('reserved', 'placed', 'ending');
 	CREATE INDEX placements_node_lost ON placements (node_id) WHERE state = 'lost' AND NOT reaped;
 	CREATE UNIQUE INDEX placements_placed_name ON placements (name) WHERE state IN ('placed', 'ending');`,
+	// 2: which node holds which image, and each node's ready warm
+	// sandboxes (images.go).
+	`CREATE TABLE node_images (
+		node_id    text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		digest     text NOT NULL,
+		tags       text[] NOT NULL DEFAULT '{}',
+		size       bigint NOT NULL DEFAULT 0,
+		-- When the row last changed: a heartbeat that no longer lists
+		-- an image drops it only once this is older than a grace.
+		updated_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (node_id, digest)
+	);
+	CREATE INDEX node_images_digest ON node_images (digest);
+	CREATE INDEX node_images_tags ON node_images USING gin (tags);
+	-- "runtime/image" -> sandboxes ready in the node's warm pools.
+	ALTER TABLE nodes ADD COLUMN warm jsonb NOT NULL DEFAULT '{}';`,
 }
 
 // Migrate brings the schema to the newest version. Several instances may

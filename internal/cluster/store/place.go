@@ -37,6 +37,10 @@ type Request struct {
 	Exclude []string
 	// FreshWithin: only nodes that beat this recently.
 	FreshWithin time.Duration
+	// Image (a digest or a normalized name:tag; may be empty) and Warm
+	// (a WarmKey) earn a node a bonus: one that holds the image, or has
+	// a warm sandbox ready for it, is preferred among those with room.
+	Image, Warm string
 }
 
 // Placement is where a sandbox is (or a reservation for one).
@@ -50,8 +54,9 @@ type Placement struct {
 }
 
 // Reserve places r: among the ready nodes that carry its runtime and
-// labels and have room, two at random, and the one with more free memory
-// (power of two choices), admitted by one atomic statement that adds r to
+// labels and have room, those with the highest bonus (a warm sandbox
+// ready for r, then r's image held) first, two of them at random, and
+// the one with more free memory (power of two choices), admitted by one atomic statement that adds r to
 // the node's counters only where they stay within its capacity (the row
 // lock makes control instances reserving at once wait for each other and
 // re-check), so no node is ever overcommitted. A node that filled up
@@ -66,6 +71,7 @@ func (s *Store) Reserve(ctx context.Context, r Request) (Placement, error) {
 		if len(cands) == 0 {
 			break
 		}
+		cands = bestBonus(cands)
 		c := cands[pick(cands)]
 		p, ok, err := s.admit(ctx, c.id, r)
 		if err != nil {
@@ -90,6 +96,16 @@ func labelsNote(l map[string]string) string {
 	return fmt.Sprintf(" and labels %v", l)
 }
 
+// bestBonus is the candidates (highest bonus first) that share the
+// highest bonus.
+func bestBonus(c []free) []free {
+	n := 1
+	for n < len(c) && c[n].bonus == c[0].bonus {
+		n++
+	}
+	return c[:n]
+}
+
 // pick is the power of two choices: the fuller of two random candidates
 // loses (more free memory wins, then more free CPU).
 func pick(c []free) int {
@@ -107,8 +123,9 @@ func pick(c []free) int {
 	return a
 }
 
-// sampleSize is how many fitting nodes, at random, a placement chooses
-// among: two are compared, the rest are spares should those fill first.
+// sampleSize is how many fitting nodes, the highest bonus first and at
+// random within a bonus, a placement chooses among: two are compared, the
+// rest are spares should those fill first.
 const sampleSize = 4
 
 // fitsSQL is the room condition, on a nodes row, for $cpu, $mem.
@@ -129,17 +146,18 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 	if exclude == nil {
 		exclude = []string{}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb
+	rows, err := s.pool.Query(ctx, `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb, `+bonusSQL+` AS bonus
 		FROM nodes
 		WHERE state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
 			AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND `+fmt.Sprintf(fitsSQL, 5, 6)+`
-		ORDER BY random() LIMIT $7`, seconds(r.FreshWithin), r.Runtime, labels, exclude, r.CPUMilli, r.MemoryMB, sampleSize)
+		ORDER BY bonus DESC, random() LIMIT $7`, seconds(r.FreshWithin), r.Runtime, labels, exclude, r.CPUMilli, r.MemoryMB, sampleSize,
+		r.Warm, r.Image)
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (free, error) {
 		var f free
-		err := row.Scan(&f.id, &f.cpu, &f.mem)
+		err := row.Scan(&f.id, &f.cpu, &f.mem, &f.bonus)
 		return f, err
 	})
 	if err != nil {
@@ -148,10 +166,18 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 	return out, nil
 }
 
-// free is what a candidate node has left.
+// bonusSQL, on a nodes row, is 2 for a warm sandbox ready for $8 (a
+// WarmKey), plus 1 for holding the image $9 (a digest or a tag); an
+// empty $8 or $9 matches nothing.
+const bonusSQL = `(CASE WHEN coalesce((warm->>$8::text)::int, 0) > 0 THEN 2 ELSE 0 END +
+	CASE WHEN $9::text <> '' AND EXISTS (SELECT 1 FROM node_images i WHERE i.node_id = nodes.id AND (i.digest = $9 OR $9 = ANY(i.tags)))
+		THEN 1 ELSE 0 END)`
+
+// free is what a candidate node has left, and its bonus for the request.
 type free struct {
 	id       string
 	cpu, mem int64
+	bonus    int
 }
 
 // admit reserves r on node id if it still has room: one statement adds r

@@ -34,3 +34,14 @@ func (s *Store) ExportLayer(ctx context.Context, d Digest, w io.Writer) error {
 	}
 	return nil
 }
+
+// ImageDigest is the digest an image of layers and cfg has: what PutImage
+// would record it as. A store receiving an image checks it against the
+// digest it asked for before fetching any layer.
+func ImageDigest(layers []Digest, cfg ImageConfig) (Digest, error) {
+	cfg, err := normalizeConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	return specDigest(layers, cfg)
+}
