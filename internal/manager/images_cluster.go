@@ -56,10 +56,19 @@ func (s Images) Adopt(ctx context.Context, want imagestore.Digest, layers []imag
 	if err != nil {
 		return Image{}, fmt.Errorf("adopting image %s: %w", want, err)
 	}
+	return s.Tag(img.Digest, tags)
+}
+
+// Tag points tags at image d and returns it.
+func (s Images) Tag(d imagestore.Digest, tags []string) (Image, error) {
+	st, err := s.store()
+	if err != nil {
+		return Image{}, err
+	}
 	for _, t := range tags {
-		if err := st.Tag(t, img.Digest); err != nil {
-			return Image{}, fmt.Errorf("adopting image %s: tagging %s: %w", want, t, err)
+		if err := st.Tag(t, d); err != nil {
+			return Image{}, fmt.Errorf("tagging %s: %w", t, err)
 		}
 	}
-	return s.Get(string(img.Digest))
+	return s.Get(string(d))
 }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 	"corral/internal/cluster/nodeauth"
 	"corral/internal/cluster/store"
+	"corral/internal/errdefs"
 	"corral/internal/manager"
 	"corral/internal/sandbox"
 )
@@ -57,7 +59,9 @@ type Node struct {
 	st     *store.Store
 	m      *manager.Manager
 	cred   string
+	join   string // the join token: derives other nodes' credentials (images.go)
 	token  string // the daemon's API token, used in process only
+	images *http.ServeMux
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -83,7 +87,8 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), token: token}
+	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), join: join, token: token}
+	n.images = n.imagesMux()
 	if err := st.Register(ctx, n.record(id.Nonce)); err != nil {
 		st.Close()
 		return nil, err
@@ -183,6 +188,9 @@ func (n *Node) beatOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := n.reportImages(ctx); err != nil {
+		n.cfg.Log.Warn("reporting the node's images to the cluster", "op", "cluster", "node", n.cfg.Name, "err", err)
+	}
 	if len(reap) == 0 {
 		return nil
 	}
@@ -198,9 +206,18 @@ func (n *Node) beatOnce(ctx context.Context) error {
 
 // Handler lets a request carrying this node's credential through to h as
 // if it carried the API token (set in process, never on the wire); other
-// requests reach h as they came.
+// requests reach h as they came. ImagesPath is the cluster's only: the
+// credential opens it, the API token does not.
 func (n *Node) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, ImagesPath) {
+			if got := r.Header.Get(nodeauth.Header); got == "" || !nodeauth.Equal(got, n.cred) {
+				writeError(w, fmt.Errorf("%w: %s is for the cluster's nodes: it needs this node's credential", errdefs.ErrUnauthenticated, ImagesPath))
+				return
+			}
+			n.images.ServeHTTP(w, r)
+			return
+		}
 		if got := r.Header.Get(nodeauth.Header); got != "" {
 			if !nodeauth.Equal(got, n.cred) {
 				w.Header().Set("Content-Type", "application/json")
