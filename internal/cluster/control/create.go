@@ -40,6 +40,7 @@ const selectorField = "node_selector"
 // id. A node that cannot be reached or is full is left for another.
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	body, req, name, err := s.readCreate(w, r)
+	image := req.Image
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -67,6 +68,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		tried = append(tried, p.Node.ID)
+		if err := s.ensureImage(r.Context(), p.Node, image); err != nil {
+			s.release(r.Context(), p)
+			last = err
+			s.log.WarnContext(r.Context(), "a node could not get a create's image; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
+			continue
+		}
 		resp, err := s.forwardCreate(r, p.Node, body)
 		if err != nil {
 			s.release(r.Context(), p)
@@ -124,6 +131,15 @@ func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, sto
 	}
 	if !slices.Contains(sandbox.Runtimes, req.Runtime) {
 		return nil, store.Request{}, "", errdefs.Invalid("runtime", "want one of %v, got %q", sandbox.Runtimes, req.Runtime)
+	}
+	// Nodes that hold the image, or have a warm sandbox for it, first.
+	image := spec.Image
+	if image == "" {
+		image = "base"
+	}
+	req.Warm = store.WarmKey(req.Runtime, image)
+	if image != "base" {
+		req.Image = clusterRef(image)
 	}
 	return raw, req, spec.Name, nil
 }

@@ -43,6 +43,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/cluster/nodes", s.auth(s.nodes))
 	s.mux.HandleFunc("POST /v1/cluster/nodes/{id}/drain", s.auth(s.drain(true)))
 	s.mux.HandleFunc("POST /v1/cluster/nodes/{id}/undrain", s.auth(s.drain(false)))
+	s.imageRoutes()
 	s.mux.HandleFunc("POST /v1/sandboxes", s.auth(s.create))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.list))
 	// Exposed ports authorise with the sandbox's port token on the node.

@@ -17,13 +17,6 @@ import (
 	imagestore "corral/internal/image/store"
 )
 
-// ImagesPath is where a node serves its images to the cluster (the
-// credential only, never the API token): GET {digest} is the image's
-// record, GET {digest}/layers/{layer} one of its layers as a tar, and
-// POST {digest}/fetch makes the node fetch the image from a node that
-// holds it.
-const ImagesPath = "/v1/cluster/images/"
-
 // Record is an image's record as nodes hand it to each other: what its
 // digest covers (layers and config), and its tags on the holder.
 type Record struct {
@@ -33,18 +26,12 @@ type Record struct {
 	Tags   []string               `json:"tags,omitempty"`
 }
 
-// FetchRequest is the body of POST {digest}/fetch: the tags to point at
-// the image once fetched.
-type FetchRequest struct {
-	Tags []string `json:"tags,omitempty"`
-}
-
-// imagesMux serves ImagesPath; the caller checked the credential.
+// imagesMux serves nodeauth.ImagesPath; the caller checked the credential.
 func (n *Node) imagesMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+ImagesPath+"{digest}", n.serveRecord)
-	mux.HandleFunc("GET "+ImagesPath+"{digest}/layers/{layer}", n.serveLayer)
-	mux.HandleFunc("POST "+ImagesPath+"{digest}/fetch", n.serveFetch)
+	mux.HandleFunc("GET "+nodeauth.ImagesPath+"{digest}", n.serveRecord)
+	mux.HandleFunc("GET "+nodeauth.ImagesPath+"{digest}/layers/{layer}", n.serveLayer)
+	mux.HandleFunc("POST "+nodeauth.ImagesPath+"{digest}/fetch", n.serveFetch)
 	return mux
 }
 
@@ -109,7 +96,7 @@ func (n *Node) serveFetch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalid("digest", "%v", err))
 		return
 	}
-	var req FetchRequest
+	var req nodeauth.FetchRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
 		writeError(w, errdefs.Invalid("body", "%v", err))
 		return
@@ -187,7 +174,7 @@ func (n *Node) fetchFrom(ctx context.Context, id string, d imagestore.Digest, ta
 	if err != nil {
 		return err
 	}
-	body, err := n.get(ctx, base.JoinPath(ImagesPath, string(d)), cred)
+	body, err := n.get(ctx, base.JoinPath(nodeauth.ImagesPath, string(d)), cred)
 	if err != nil {
 		return err
 	}
@@ -198,7 +185,7 @@ func (n *Node) fetchFrom(ctx context.Context, id string, d imagestore.Digest, ta
 		return fmt.Errorf("reading the image's record: %w", err)
 	}
 	open := func(ctx context.Context, l imagestore.Digest) (io.ReadCloser, error) {
-		return n.get(ctx, base.JoinPath(ImagesPath, string(d), "layers", string(l)), cred)
+		return n.get(ctx, base.JoinPath(nodeauth.ImagesPath, string(d), "layers", string(l)), cred)
 	}
 	_, err = n.m.Images().Adopt(ctx, d, rec.Layers, rec.Config, tags, open)
 	return err

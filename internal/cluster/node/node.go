@@ -206,13 +206,13 @@ func (n *Node) beatOnce(ctx context.Context) error {
 
 // Handler lets a request carrying this node's credential through to h as
 // if it carried the API token (set in process, never on the wire); other
-// requests reach h as they came. ImagesPath is the cluster's only: the
+// requests reach h as they came. nodeauth.ImagesPath is the cluster's only: the
 // credential opens it, the API token does not.
 func (n *Node) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, ImagesPath) {
+		if strings.HasPrefix(r.URL.Path, nodeauth.ImagesPath) {
 			if got := r.Header.Get(nodeauth.Header); got == "" || !nodeauth.Equal(got, n.cred) {
-				writeError(w, fmt.Errorf("%w: %s is for the cluster's nodes: it needs this node's credential", errdefs.ErrUnauthenticated, ImagesPath))
+				writeError(w, fmt.Errorf("%w: %s is for the cluster's nodes: it needs this node's credential", errdefs.ErrUnauthenticated, nodeauth.ImagesPath))
 				return
 			}
 			n.images.ServeHTTP(w, r)

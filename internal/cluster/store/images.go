@@ -143,3 +143,16 @@ func (s *Store) queryImages(ctx context.Context, q string, args ...any) ([]NodeI
 // WarmKey is the key under which nodes report warm sandboxes of image on
 // runtime, and placement looks for them.
 func WarmKey(runtime, image string) string { return runtime + "/" + image }
+
+// ImageRows are the rows on ready nodes whose digest or a tag is ref.
+func (s *Store) ImageRows(ctx context.Context, ref string) ([]NodeImage, error) {
+	return s.queryImages(ctx, `SELECT i.node_id, i.digest, i.tags, i.size, i.updated_at FROM node_images i JOIN nodes n ON n.id = i.node_id
+		WHERE n.state = 'ready' AND (i.digest = $1 OR $1 = ANY(i.tags)) ORDER BY i.node_id`, ref)
+}
+
+// UntagImage records that node no longer has the tag ref.
+func (s *Store) UntagImage(ctx context.Context, node, ref string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE node_images SET tags = array_remove(tags, $2), updated_at = now()
+		WHERE node_id = $1 AND $2 = ANY(tags)`, node, ref)
+	return err
+}
