@@ -360,4 +360,3 @@ func (b *buildWatcher) event(line []byte) {
 }
 
 func (b *buildWatcher) Close() error { return b.rc.Close() }
-
