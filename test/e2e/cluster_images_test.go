@@ -64,6 +64,9 @@ func TestClusterImages(t *testing.T) {
 	if nodes := clusterImageNodes(t, c, img.Digest); !slices.Equal(nodes, []string{"n1"}) {
 		t.Fatalf("image %s through the control plane is on %v; want n1", img.Digest, nodes)
 	}
+	if out := viaCLI(t, c, token).mustCLI("image", "ls"); !strings.Contains(out, "NODES") || !strings.Contains(out, "test/cluster:1") {
+		t.Fatalf("corral image ls through the control plane:\n%s", out)
+	}
 
 	// A create of the tag placed on n2: n2 fetches the image from n1.
 	start := time.Now()
