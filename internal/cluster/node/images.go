@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -226,7 +227,10 @@ func (n *Node) get(ctx context.Context, u *url.URL, cred string) (io.ReadCloser,
 }
 
 // reportImages sends the node's images and ready warm sandboxes
-// (heartbeat); a daemon with no image store reports none.
+// (heartbeat) when they changed since the last report, and every
+// reportEvery beats all the same (which drops, past their grace, rows a
+// control plane recorded for images the node no longer has). A daemon
+// with no image store reports none.
 func (n *Node) reportImages(ctx context.Context) error {
 	var imgs []store.NodeImage
 	list, err := n.m.Images().List()
@@ -240,8 +244,24 @@ func (n *Node) reportImages(ctx context.Context) error {
 	for _, p := range n.m.WarmPools() {
 		warm[store.WarmKey(p.Spec.Runtime, p.Spec.Image)] += p.Ready
 	}
-	return n.st.ReportImages(ctx, n.cfg.Name, nodeauth.Hash(n.cred), imgs, warm)
+	sum, _ := json.Marshal(struct {
+		I []store.NodeImage
+		W map[string]int
+	}{imgs, warm})
+	n.beats++
+	if bytes.Equal(sum, n.reported) && n.beats%reportEvery != 0 {
+		return nil
+	}
+	if err := n.st.ReportImages(ctx, n.cfg.Name, nodeauth.Hash(n.cred), imgs, warm); err != nil {
+		return err
+	}
+	n.reported = sum
+	return nil
 }
+
+// reportEvery is how many heartbeats may pass with an unchanged report
+// unsent.
+const reportEvery = 12
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

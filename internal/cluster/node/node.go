@@ -62,8 +62,12 @@ type Node struct {
 	join   string // the join token: derives other nodes' credentials (images.go)
 	token  string // the daemon's API token, used in process only
 	images *http.ServeMux
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// What reportImages last sent, and the heartbeats counted (beat's
+	// goroutine only).
+	reported []byte
+	beats    int
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // Join registers the daemon of m (whose API token is token) and starts
