@@ -84,8 +84,11 @@ func (s *Server) getImage(w http.ResponseWriter, r *http.Request) {
 	var last error
 	for _, h := range holders {
 		a, err := s.callNode(r.Context(), h.Node, http.MethodGet, "/v1/images/"+h.Digest, nil)
-		if err != nil || a.status != http.StatusOK {
-			last = errors.Join(err, fmt.Errorf("node %s answered %d", h.Node, a.status))
+		if err == nil && a.status != http.StatusOK {
+			err = fmt.Errorf("node %s answered %d: %s", h.Node, a.status, bytes.TrimSpace(a.body))
+		}
+		if err != nil {
+			last = err
 			continue
 		}
 		var img apiv1.Image
