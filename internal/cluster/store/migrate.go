@@ -56,6 +56,21 @@ var migrations = []string{
 	CREATE INDEX placements_node_live ON placements (node_id) WHERE state IN ('reserved', 'placed', 'ending');
 	CREATE INDEX placements_node_lost ON placements (node_id) WHERE state = 'lost' AND NOT reaped;
 	CREATE UNIQUE INDEX placements_placed_name ON placements (name) WHERE state IN ('placed', 'ending');`,
+	// 2: where memory snapshots are (snapshots.go).
+	`CREATE TABLE snapshot_locations (
+		snapshot_id     text NOT NULL,
+		node_id         text NOT NULL REFERENCES nodes (id),
+		name            text,
+		runtime         text NOT NULL,
+		runtime_version text NOT NULL,
+		size_bytes      bigint NOT NULL,
+		-- The snapshot's public record (apiv1.Snapshot) as its first node
+		-- answered it.
+		record          jsonb NOT NULL,
+		created_at      timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (snapshot_id, node_id)
+	);
+	CREATE INDEX snapshot_locations_name ON snapshot_locations (name) WHERE name IS NOT NULL;`,
 }
 
 // Migrate brings the schema to the newest version. Several instances may
