@@ -31,3 +31,31 @@ type ClusterNode struct {
 type ClusterNodes struct {
 	Nodes []ClusterNode `json:"nodes"`
 }
+
+// The node-internal endpoints a control plane calls on a node, with the
+// node's credential only (never the API token); docs/CLUSTER.md
+// describes them. A snapshot travels as one tar stream: its record, then
+// its files.
+const (
+	// NodeSnapshotExport is GET NodeSnapshotExport + "{ref}": the stream.
+	NodeSnapshotExport = "/v1/cluster/node/snapshots/export/"
+	// NodeSnapshotImport is POST with the stream as body: 201 and the
+	// kept Snapshot.
+	NodeSnapshotImport = "/v1/cluster/node/snapshots/import"
+	// NodeForkCopy is POST with a ForkCopyRequest: 201 and the copy's
+	// ForkCopy.
+	NodeForkCopy = "/v1/cluster/node/forks"
+)
+
+// ForkCopyRequest asks a node for one copy of a fork from a snapshot it
+// holds.
+type ForkCopyRequest struct {
+	Snapshot   string            `json:"snapshot"`
+	ForkedFrom string            `json:"forked_from"`
+	Tags       map[string]string `json:"tags,omitempty"`
+}
+
+// ForkCopy is the copy a node started.
+type ForkCopy struct {
+	ID string `json:"id"`
+}

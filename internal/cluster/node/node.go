@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -198,14 +199,20 @@ func (n *Node) beatOnce(ctx context.Context) error {
 
 // Handler lets a request carrying this node's credential through to h as
 // if it carried the API token (set in process, never on the wire); other
-// requests reach h as they came.
+// requests reach h as they came. The node-internal endpoints
+// (internalPrefix) open with the credential only.
 func (n *Node) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if got := r.Header.Get(nodeauth.Header); got != "" {
+		internal := strings.HasPrefix(r.URL.Path, internalPrefix)
+		if got := r.Header.Get(nodeauth.Header); got != "" || internal {
 			if !nodeauth.Equal(got, n.cred) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusUnauthorized)
-				_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"wrong node credential"}}` + "\n"))
+				_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"wrong or missing node credential"}}` + "\n"))
+				return
+			}
+			if internal {
+				n.internal(w, r)
 				return
 			}
 			r.Header.Del(nodeauth.Header)
