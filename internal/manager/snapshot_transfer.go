@@ -144,11 +144,12 @@ func (s Snapshots) Import(ctx context.Context, r io.Reader) (*sandbox.Snapshot, 
 	}
 	limit := free - m.cfg.SnapshotQuota.withDefaults().MinFreeMB<<20
 	rec.Dir = filepath.Join(m.cfg.snapshotsDir(), rec.ID)
-	tmp := rec.Dir + ".import"
-	if err := os.RemoveAll(tmp); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
+	// A directory of its own: two imports of one snapshot at once each
+	// write their own, and the second rename finds the first's in place.
+	// A daemon stopped mid-import leaves it unrecorded, and reconcile
+	// removes it.
+	tmp, err := os.MkdirTemp(m.cfg.snapshotsDir(), rec.ID+".import-")
+	if err != nil {
 		return nil, err
 	}
 	if err := untarSnapshot(ctx, tr, tmp, limit); err != nil {
@@ -157,6 +158,9 @@ func (s Snapshots) Import(ctx context.Context, r io.Reader) (*sandbox.Snapshot, 
 	}
 	if err := os.Rename(tmp, rec.Dir); err != nil {
 		os.RemoveAll(tmp)
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTEMPTY) {
+			return nil, fmt.Errorf("%w: snapshot %s is being imported here already", errdefs.ErrAlreadyExists, rec.ID)
+		}
 		return nil, err
 	}
 	rec.SizeBytes = diskUsage(rec.Dir)
