@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"corral/internal/cluster/nodeauth"
 	"corral/internal/cluster/pgtest"
 	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
@@ -109,6 +114,22 @@ func TestClusterSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A node refuses, with the node credential, a snapshot of another
+	// runtime version (409 naming both) and an entry outside the
+	// snapshot's files (400).
+	versions := importStatus(t, ctx, nodes[other], "join-token-0123456789abcdef", `{"snapshot":{"ID":"snap-zzzzzzzzzzzzzzzz","Runtime":"gvisor","RuntimeVersion":"runsc-from-another-year","AgentProtocol":1}}`, "files/x")
+	if versions.status != http.StatusConflict || !strings.Contains(versions.body, "runsc-from-another-year") {
+		t.Errorf("an import of another runtime version: %d %s; want 409 naming it", versions.status, versions.body)
+	}
+	good, err := nodes[other].client.Snapshot(ctx, sn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	escape := importStatus(t, ctx, nodes[home], "join-token-0123456789abcdef", `{"snapshot":{"ID":"snap-yyyyyyyyyyyyyyyy","Runtime":"gvisor","RuntimeVersion":"`+good.RuntimeVersion+`","AgentProtocol":`+fmt.Sprint(good.AgentProtocol)+`}}`, "files/../../escape")
+	if escape.status != http.StatusBadRequest || !strings.Contains(escape.body, "not a path inside") {
+		t.Errorf("an import with an entry outside its files: %d %s; want 400", escape.status, escape.body)
+	}
+
 	// Bad input.
 	for _, bad := range []struct {
 		name   string
@@ -175,4 +196,40 @@ func TestClusterSnapshots(t *testing.T) {
 	if _, err := c.client.Snapshot(ctx, "base"); err == nil {
 		t.Error("the control plane still finds the removed snapshot")
 	}
+}
+
+type answer struct {
+	status int
+	body   string
+}
+
+// importStatus posts a snapshot stream of record and one file entry to
+// node n's import endpoint with its node credential (derived as a control
+// plane does, from the join token and the nonce in its state dir).
+func importStatus(t *testing.T, ctx context.Context, n *daemon, join, record, entry string) answer {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.state, "cluster-node.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id struct{ Name, Nonce string }
+	if err := json.Unmarshal(b, &id); err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	tw := tar.NewWriter(&stream)
+	for _, e := range []struct{ name, body string }{{"snapshot.json", record}, {entry, "x"}} {
+		_ = tw.WriteHeader(&tar.Header{Name: e.name, Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(e.body))})
+		_, _ = tw.Write([]byte(e.body))
+	}
+	tw.Close()
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+n.addr+apiv1.NodeSnapshotImport, &stream)
+	req.Header.Set(nodeauth.Header, nodeauth.Credential(join, id.Name, id.Nonce))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(body)}
 }
