@@ -271,3 +271,24 @@ func (m *Manager) checkCompatible(ctx context.Context, rec *sandbox.Snapshot) er
 	}
 	return sameRuntime(rec, v)
 }
+
+// RuntimeVersions names the version of each runtime that takes memory
+// snapshots (what their records carry, and what a restore must match),
+// for a cluster node's registration. A runtime whose version cannot be
+// read is left out, with the error.
+func (m *Manager) RuntimeVersions(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	var errs []error
+	for name, rt := range m.cfg.Runtimes {
+		if _, ok := rt.(runtime.Snapshotter); !ok {
+			continue
+		}
+		v, err := m.runtimeVersion(ctx, rt)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("runtime %s's version: %w", name, err))
+			continue
+		}
+		out[name] = v
+	}
+	return out, errors.Join(errs...)
+}

@@ -8,10 +8,14 @@ type ClusterNode struct {
 	State   string `json:"state"` // ready or lost
 	// Draining: no new sandboxes are placed there (POST
 	// /v1/cluster/nodes/{id}/drain; undrain resumes).
-	Draining bool              `json:"draining,omitempty"`
-	Runtimes []string          `json:"runtimes"`
-	KVM      bool              `json:"kvm"`
-	Labels   map[string]string `json:"labels"`
+	Draining bool     `json:"draining,omitempty"`
+	Runtimes []string `json:"runtimes"`
+	// RuntimeVersions names the version of each runtime that takes
+	// memory snapshots: a snapshot restores only on a node of its
+	// runtime's version.
+	RuntimeVersions map[string]string `json:"runtime_versions,omitempty"`
+	KVM             bool              `json:"kvm"`
+	Labels          map[string]string `json:"labels"`
 	// Capacity: what the node admits.
 	CPU          float64 `json:"cpu"`
 	MemoryMB     int64   `json:"memory_mb"`

@@ -79,6 +79,12 @@ func TestClusterSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a memory snapshot through the control plane: %v", err)
 	}
+	// Both nodes registered the version their snapshots carry.
+	for name, n := range c.nodes() {
+		if v := n.RuntimeVersions["gvisor"]; v != sn.RuntimeVersion {
+			t.Fatalf("node %s registered gvisor %q; the snapshot was taken by %q", name, v, sn.RuntimeVersion)
+		}
+	}
 	if got, err := c.client.Snapshot(ctx, "base"); err != nil || got.ID != sn.ID {
 		t.Fatalf("the snapshot by name through the control plane: %+v, %v", got, err)
 	}

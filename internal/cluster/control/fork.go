@@ -98,7 +98,7 @@ func (s *Server) forkCopies(ctx context.Context, p store.Placement, parent apiv1
 	if err != nil {
 		return nil, err
 	}
-	req := store.Request{Runtime: sn.Runtime, CPUMilli: milli(sn.CPU, sandbox.DefaultCPU), MemoryMB: orDefault(sn.MemoryMB, sandbox.DefaultMemoryMB),
+	req := store.Request{Runtime: sn.Runtime, RuntimeVersion: sn.RuntimeVersion, CPUMilli: milli(sn.CPU, sandbox.DefaultCPU), MemoryMB: orDefault(sn.MemoryMB, sandbox.DefaultMemoryMB),
 		DiskMB: orDefault(sn.DiskMB, sandbox.DefaultDiskMB), FreshWithin: s.cfg.LostAfter}
 	copies := make([]*forkCopy, 0, count)
 	undo := func() {

@@ -104,7 +104,7 @@ func twoSnapNodes(t *testing.T) (*store.Store, *snapNode, *snapNode) {
 		srv := httptest.NewServer(f)
 		t.Cleanup(srv.Close)
 		if err := st.Register(context.Background(), store.Node{ID: id, Address: srv.URL, CPUMilli: 64000, MemoryMB: 2048, DiskMB: 1 << 20,
-			MaxSandboxes: 4, Runtimes: []string{"gvisor"}, CredentialNonce: nonce, CredentialHash: nodeauth.Hash(f.cred)}); err != nil {
+			MaxSandboxes: 4, Runtimes: []string{"gvisor"}, RuntimeVersions: map[string]string{"gvisor": "v1"}, CredentialNonce: nonce, CredentialHash: nodeauth.Hash(f.cred)}); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, f)
@@ -179,8 +179,10 @@ func TestForkAllOrNothing(t *testing.T) {
 	}
 }
 
-// A create from a snapshot on a node that cannot restore it (another
-// runtime version) answers 409 with the node's reason and keeps no room.
+// A create from a snapshot goes to no node that registered another
+// version of its runtime; one that refuses it all the same (its runtime
+// changed since it registered) answers 409 with the node's reason and
+// keeps no room.
 func TestFromSnapshotRefusedByVersion(t *testing.T) {
 	st, _, b := twoSnapNodes(t)
 	srv := controlFor(t, st, testJoin)
@@ -190,8 +192,24 @@ func TestFromSnapshotRefusedByVersion(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &sn); status != 201 || err != nil {
 		t.Fatalf("snapshot: %d %s", status, body)
 	}
-	b.refuseImport = true
 	call(t, srv, "POST", "/v1/cluster/nodes/a/drain", testToken, "")
+	nb, err := st.Node(context.Background(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb.RuntimeVersions = map[string]string{"gvisor": "v2"}
+	if err := st.Register(context.Background(), nb); err != nil {
+		t.Fatal(err)
+	}
+	status, body = call(t, srv, "POST", "/v1/sandboxes", testToken, `{"from_snapshot": "`+sn.ID+`"}`)
+	if status != 429 || !strings.Contains(body, `version \"v1\"`) {
+		t.Fatalf("a create from a snapshot with no node of its version: %d %s", status, body)
+	}
+	nb.RuntimeVersions = map[string]string{"gvisor": "v1"}
+	if err := st.Register(context.Background(), nb); err != nil {
+		t.Fatal(err)
+	}
+	b.refuseImport = true
 	status, body = call(t, srv, "POST", "/v1/sandboxes", testToken, `{"from_snapshot": "`+sn.ID+`"}`)
 	if status != 409 || !strings.Contains(body, `this daemon runs \"v2\"`) {
 		t.Fatalf("a create from a snapshot only another version could restore: %d %s", status, body)

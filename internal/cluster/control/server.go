@@ -139,7 +139,7 @@ func (s *Server) drain(on bool) http.HandlerFunc {
 }
 
 func toAPINode(n store.Node, u store.Use) apiv1.ClusterNode {
-	c := apiv1.ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Draining: n.Draining, Runtimes: n.Runtimes, KVM: n.KVM,
+	c := apiv1.ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Draining: n.Draining, Runtimes: n.Runtimes, RuntimeVersions: n.RuntimeVersions, KVM: n.KVM,
 		Labels: n.Labels, CPU: float64(n.CPUMilli) / 1000, MemoryMB: n.MemoryMB, DiskMB: n.DiskMB, MaxSandboxes: n.MaxSandboxes,
 		PlacedCPU: float64(u.CPUMilli) / 1000, PlacedMemoryMB: u.MemoryMB, PlacedDiskMB: u.DiskMB, Sandboxes: u.Sandboxes,
 		Heartbeat: n.Heartbeat.UTC().Format(time.RFC3339Nano)}

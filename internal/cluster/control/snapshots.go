@@ -208,7 +208,7 @@ func (s *Server) fromSnapshot(ctx context.Context, ref string, req *store.Reques
 	if err := json.Unmarshal(locs[0].Record, &sn); err != nil {
 		return nil, fmt.Errorf("snapshot %s's stored record: %w", locs[0].ID, err)
 	}
-	req.Runtime = locs[0].Runtime
+	req.Runtime, req.RuntimeVersion = locs[0].Runtime, locs[0].RuntimeVersion
 	req.CPUMilli = milli(sn.CPU, sandbox.DefaultCPU)
 	req.MemoryMB = orDefault(sn.MemoryMB, sandbox.DefaultMemoryMB)
 	req.DiskMB = orDefault(sn.DiskMB, sandbox.DefaultDiskMB)

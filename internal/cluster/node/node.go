@@ -85,7 +85,7 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 		return nil, err
 	}
 	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), token: token}
-	if err := st.Register(ctx, n.record(id.Nonce)); err != nil {
+	if err := st.Register(ctx, n.record(ctx, id.Nonce)); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -124,8 +124,9 @@ func loadIdentity(dir, name string) (identity, error) {
 }
 
 // record is the node as registered: the manager's admittable CPU and
-// memory and bound on sandboxes, the state dir's free disk now.
-func (n *Node) record(nonce string) store.Node {
+// memory and bound on sandboxes, the state dir's free disk now, the
+// versions of its runtimes that take memory snapshots.
+func (n *Node) record(ctx context.Context, nonce string) store.Node {
 	u := n.m.Usage()
 	var fs unix.Statfs_t
 	var diskMB int64
@@ -141,9 +142,14 @@ func (n *Node) record(nonce string) store.Node {
 	if mem <= 0 {
 		mem = unbounded
 	}
+	versions, err := n.m.RuntimeVersions(ctx)
+	if err != nil {
+		// Placement sends it no restore of that runtime's snapshots.
+		n.cfg.Log.Warn("reading the runtimes' versions for the cluster", "op", "cluster", "err", err)
+	}
 	return store.Node{ID: n.cfg.Name, Address: n.cfg.Address, CPUMilli: cpu, MemoryMB: mem,
-		DiskMB: diskMB, MaxSandboxes: u.MaxSandboxes, Runtimes: n.m.Runtimes(), KVM: kvmErr == nil, Labels: n.cfg.Labels,
-		CredentialNonce: nonce, CredentialHash: nodeauth.Hash(n.cred)}
+		DiskMB: diskMB, MaxSandboxes: u.MaxSandboxes, Runtimes: n.m.Runtimes(), RuntimeVersions: versions, KVM: kvmErr == nil,
+		Labels: n.cfg.Labels, CredentialNonce: nonce, CredentialHash: nodeauth.Hash(n.cred)}
 }
 
 // unbounded stands for a resource the node's manager does not bound.

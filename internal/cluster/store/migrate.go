@@ -56,7 +56,7 @@ var migrations = []string{
 	CREATE INDEX placements_node_live ON placements (node_id) WHERE state IN ('reserved', 'placed', 'ending');
 	CREATE INDEX placements_node_lost ON placements (node_id) WHERE state = 'lost' AND NOT reaped;
 	CREATE UNIQUE INDEX placements_placed_name ON placements (name) WHERE state IN ('placed', 'ending');`,
-	// 2: where memory snapshots are (snapshots.go).
+	// 2: where memory snapshots are (snapshots.go), and the nodes' runtime versions.
 	`CREATE TABLE snapshot_locations (
 		snapshot_id     text NOT NULL,
 		node_id         text NOT NULL REFERENCES nodes (id),
@@ -70,7 +70,10 @@ var migrations = []string{
 		created_at      timestamptz NOT NULL DEFAULT now(),
 		PRIMARY KEY (snapshot_id, node_id)
 	);
-	CREATE INDEX snapshot_locations_name ON snapshot_locations (name) WHERE name IS NOT NULL;`,
+	CREATE INDEX snapshot_locations_name ON snapshot_locations (name) WHERE name IS NOT NULL;
+	-- Each runtime's version on the node (runtime -> version): a memory
+	-- snapshot restores only where its runtime's version is the same.
+	ALTER TABLE nodes ADD COLUMN runtime_versions jsonb NOT NULL DEFAULT '{}';`,
 }
 
 // Migrate brings the schema to the newest version. Several instances may

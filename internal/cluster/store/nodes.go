@@ -28,7 +28,10 @@ type Node struct {
 	DiskMB       int64
 	MaxSandboxes int
 	Runtimes     []string
-	KVM          bool
+	// RuntimeVersions names each runtime's version (what a memory
+	// snapshot records); empty for a node that did not say.
+	RuntimeVersions map[string]string
+	KVM             bool
 	Labels       map[string]string
 	// CredentialNonce is public: with the join token it derives the
 	// node's credential (nodeauth); CredentialHash is that credential's
@@ -42,12 +45,12 @@ type Node struct {
 }
 
 const nodeColumns = `id, address, cpu_milli, memory_mb, disk_mb, max_sandboxes, runtimes, kvm, labels,
-	credential_nonce, credential_hash, state, draining, heartbeat_at, lost_at`
+	credential_nonce, credential_hash, state, draining, heartbeat_at, lost_at, runtime_versions`
 
 func scanNode(row pgx.Row) (Node, error) {
 	var n Node
 	err := row.Scan(&n.ID, &n.Address, &n.CPUMilli, &n.MemoryMB, &n.DiskMB, &n.MaxSandboxes, &n.Runtimes, &n.KVM, &n.Labels,
-		&n.CredentialNonce, &n.CredentialHash, &n.State, &n.Draining, &n.Heartbeat, &n.LostAt)
+		&n.CredentialNonce, &n.CredentialHash, &n.State, &n.Draining, &n.Heartbeat, &n.LostAt, &n.RuntimeVersions)
 	return n, err
 }
 
@@ -58,14 +61,18 @@ func (s *Store) Register(ctx context.Context, n Node) error {
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
 	}
+	if n.RuntimeVersions == nil {
+		n.RuntimeVersions = map[string]string{}
+	}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO nodes (`+nodeColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'ready', false, now(), NULL)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'ready', false, now(), NULL, $12)
 		ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, cpu_milli = EXCLUDED.cpu_milli,
 			memory_mb = EXCLUDED.memory_mb, disk_mb = EXCLUDED.disk_mb, max_sandboxes = EXCLUDED.max_sandboxes,
-			runtimes = EXCLUDED.runtimes, kvm = EXCLUDED.kvm, labels = EXCLUDED.labels, heartbeat_at = now()
+			runtimes = EXCLUDED.runtimes, kvm = EXCLUDED.kvm, labels = EXCLUDED.labels,
+			runtime_versions = EXCLUDED.runtime_versions, heartbeat_at = now()
 		WHERE nodes.credential_hash = EXCLUDED.credential_hash`,
 		n.ID, n.Address, n.CPUMilli, n.MemoryMB, n.DiskMB, n.MaxSandboxes, n.Runtimes, n.KVM, n.Labels,
-		n.CredentialNonce, n.CredentialHash)
+		n.CredentialNonce, n.CredentialHash, n.RuntimeVersions)
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", n.ID, err)
 	}

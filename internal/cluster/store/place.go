@@ -27,8 +27,11 @@ const (
 
 // Request is what a create asks of a node.
 type Request struct {
-	Runtime  string
-	CPUMilli int64
+	Runtime string
+	// RuntimeVersion, when set, is the version of Runtime the node must
+	// run (a restore from a memory snapshot).
+	RuntimeVersion string
+	CPUMilli       int64
 	MemoryMB int64
 	DiskMB   int64
 	// Labels the node must carry (all of them, equal values).
@@ -76,12 +79,19 @@ func (s *Store) Reserve(ctx context.Context, r Request) (Placement, error) {
 		}
 		exclude = append(exclude, c.id)
 	}
-	return Placement{}, fmt.Errorf("%w: no ready node has room for a %s sandbox of %d milli-CPU and %d MiB of memory%s",
-		errdefs.ErrResourceExhausted, r.Runtime, r.CPUMilli, r.MemoryMB, labelsNote(r.Labels))
+	return Placement{}, fmt.Errorf("%w: no ready node has room for a %s%s sandbox of %d milli-CPU and %d MiB of memory%s",
+		errdefs.ErrResourceExhausted, r.Runtime, versionNote(r.RuntimeVersion), r.CPUMilli, r.MemoryMB, labelsNote(r.Labels))
 }
 
 // maxAdmitTries bounds the nodes one Reserve tries to admit on.
 const maxAdmitTries = 8
+
+func versionNote(v string) string {
+	if v == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (version %q)", v)
+}
 
 func labelsNote(l map[string]string) string {
 	if len(l) == 0 {
@@ -133,7 +143,8 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 		FROM nodes
 		WHERE state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
 			AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND `+fmt.Sprintf(fitsSQL, 5, 6)+`
-		ORDER BY random() LIMIT $7`, seconds(r.FreshWithin), r.Runtime, labels, exclude, r.CPUMilli, r.MemoryMB, sampleSize)
+			AND ($8 = '' OR runtime_versions @> jsonb_build_object($2::text, $8::text))
+		ORDER BY random() LIMIT $7`, seconds(r.FreshWithin), r.Runtime, labels, exclude, r.CPUMilli, r.MemoryMB, sampleSize, r.RuntimeVersion)
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}

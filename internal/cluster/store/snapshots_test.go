@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"corral/internal/cluster/pgtest"
 	"corral/internal/errdefs"
@@ -66,5 +68,34 @@ func TestSnapshotLocations(t *testing.T) {
 	}
 	if _, err := s.SnapshotLocations(ctx, "snap-a"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("a removed snapshot: %v, want not found", err)
+	}
+}
+
+// A restore asks for its runtime's version: only a node that registered
+// that version takes it, and a refusal names the version.
+func TestReserveByRuntimeVersion(t *testing.T) {
+	s := open(t, pgtest.Start(t))
+	ctx := context.Background()
+	for id, v := range map[string]string{"old": "v1", "new": "v2", "silent": ""} {
+		n := testNode(id, 4096)
+		if v != "" {
+			n.RuntimeVersions = map[string]string{"gvisor": v}
+		}
+		if err := s.Register(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Node(ctx, "new"); err != nil || got.RuntimeVersions["gvisor"] != "v2" {
+		t.Fatalf("node new: %+v, %v", got, err)
+	}
+	for range 10 {
+		p, err := s.Reserve(ctx, Request{Runtime: "gvisor", RuntimeVersion: "v2", CPUMilli: 100, MemoryMB: 64, FreshWithin: time.Minute})
+		if err != nil || p.Node.ID != "new" {
+			t.Fatalf("a v2 restore: %+v, %v; want node new", p.Node.ID, err)
+		}
+	}
+	_, err := s.Reserve(ctx, Request{Runtime: "gvisor", RuntimeVersion: "v3", CPUMilli: 100, MemoryMB: 64, FreshWithin: time.Minute})
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), `"v3"`) {
+		t.Fatalf("a v3 restore: %v; want resource_exhausted naming v3", err)
 	}
 }
