@@ -32,7 +32,7 @@ type Node struct {
 	// snapshot records); empty for a node that did not say.
 	RuntimeVersions map[string]string
 	KVM             bool
-	Labels       map[string]string
+	Labels          map[string]string
 	// CredentialNonce is public: with the join token it derives the
 	// node's credential (nodeauth); CredentialHash is that credential's
 	// SHA-256, so the database never holds the credential itself.

@@ -32,8 +32,8 @@ type Request struct {
 	// run (a restore from a memory snapshot).
 	RuntimeVersion string
 	CPUMilli       int64
-	MemoryMB int64
-	DiskMB   int64
+	MemoryMB       int64
+	DiskMB         int64
 	// Labels the node must carry (all of them, equal values).
 	Labels map[string]string
 	// Exclude are nodes not to try (one that just failed the create).
