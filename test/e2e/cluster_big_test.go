@@ -183,9 +183,45 @@ func (c *bigCluster) checkPlacements(ctx context.Context, where map[string]strin
 			}
 		}
 	}
-	merged, err := c.b.client.List(ctx, "running")
-	if err != nil || len(merged) != bigCreates {
-		t.Fatalf("the merged list through a control: %d sandboxes, %v; want %d", len(merged), err, bigCreates)
+	c.pageThrough(ctx, where)
+}
+
+// pageThrough lists the sandboxes through a control in pages of 7: each
+// sandbox of the three nodes comes once, in creation order.
+func (c *bigCluster) pageThrough(ctx context.Context, where map[string]string) {
+	t := c.t
+	seen := map[string]bool{}
+	var last apiv1.Sandbox
+	o := corral.ListOptions{States: []string{"running"}, Limit: 7}
+	for pages := 0; ; pages++ {
+		page, err := c.b.client.ListPage(ctx, o)
+		if err != nil {
+			t.Fatalf("page %d through a control: %v", pages, err)
+		}
+		if len(page.Sandboxes) > 7 {
+			t.Fatalf("page %d through a control has %d sandboxes, limit 7", pages, len(page.Sandboxes))
+		}
+		for _, sb := range page.Sandboxes {
+			if seen[sb.ID] || where[sb.ID] == "" {
+				t.Fatalf("page %d through a control: %s repeated or not running", pages, sb.ID)
+			}
+			if sb.CreatedAt.Before(last.CreatedAt) {
+				t.Fatalf("page %d through a control: %s (%s) after %s (%s)", pages, sb.ID, sb.CreatedAt, last.ID, last.CreatedAt)
+			}
+			seen[sb.ID], last = true, sb
+		}
+		if page.Next == "" {
+			break
+		}
+		o.Next = page.Next
+	}
+	if len(seen) != bigCreates {
+		t.Fatalf("paging through a control gave %d sandboxes, want %d", len(seen), bigCreates)
+	}
+	_, err := c.a.client.ListPage(ctx, corral.ListOptions{Limit: 1001})
+	var ce *corral.Error
+	if !errors.As(err, &ce) || ce.Status != http.StatusBadRequest || !strings.Contains(ce.Message, "limit") {
+		t.Fatalf("a list through a control with limit 1001: %v, want 400 naming limit", err)
 	}
 }
 
