@@ -50,7 +50,12 @@ func startBigCluster(t *testing.T) *bigCluster {
 	if err := os.WriteFile(tokenFile, []byte(c.token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cluster := []string{"--cluster-db", db, "--join-token-file", joinFile, "--node-lost-after", "4s"}
+	// The database's URL from a file, as the Kubernetes manifests give it.
+	dbFile := filepath.Join(dir, "cluster-db")
+	if err := os.WriteFile(dbFile, []byte(db+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cluster := []string{"--cluster-db-file", dbFile, "--join-token-file", joinFile, "--node-lost-after", "4s"}
 	for i, name := range c.names {
 		// A later flag wins: each node's own bound over startClusterNode's.
 		c.nodes[name] = startClusterNode(t, name, 3+i, append(cluster, "--max-sandboxes", fmt.Sprint(c.caps[name])))
