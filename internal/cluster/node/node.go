@@ -57,6 +57,7 @@ type Node struct {
 	st     *store.Store
 	m      *manager.Manager
 	cred   string
+	nonce  string // the credential's public half (identity)
 	token  string // the daemon's API token, used in process only
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -83,8 +84,8 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), token: token}
-	if err := st.Register(ctx, n.record(id.Nonce)); err != nil {
+	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), nonce: id.Nonce, token: token}
+	if err := st.Register(ctx, n.record()); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -122,9 +123,10 @@ func loadIdentity(dir, name string) (identity, error) {
 	return id, nil
 }
 
-// record is the node as registered: the manager's admittable CPU and
-// memory and bound on sandboxes, the state dir's free disk now.
-func (n *Node) record(nonce string) store.Node {
+// record is the node as registered and as each heartbeat reports it: the
+// manager's admittable CPU and memory and bound on sandboxes, the state
+// dir's free disk now.
+func (n *Node) record() store.Node {
 	u := n.m.Usage()
 	var fs unix.Statfs_t
 	var diskMB int64
@@ -142,7 +144,7 @@ func (n *Node) record(nonce string) store.Node {
 	}
 	return store.Node{ID: n.cfg.Name, Address: n.cfg.Address, CPUMilli: cpu, MemoryMB: mem,
 		DiskMB: diskMB, MaxSandboxes: u.MaxSandboxes, Runtimes: n.m.Runtimes(), KVM: kvmErr == nil, Labels: n.cfg.Labels,
-		CredentialNonce: nonce, CredentialHash: nodeauth.Hash(n.cred)}
+		CredentialNonce: n.nonce, CredentialHash: nodeauth.Hash(n.cred)}
 }
 
 // unbounded stands for a resource the node's manager does not bound.
@@ -179,7 +181,9 @@ func (n *Node) beatOnce(ctx context.Context) error {
 			live = append(live, sb.ID)
 		}
 	}
-	reap, err := n.st.Heartbeat(ctx, n.cfg.Name, nodeauth.Hash(n.cred), live, placedGrace)
+	// The capacity goes with each beat: free disk and what the manager
+	// admits change while the node runs.
+	reap, err := n.st.Heartbeat(ctx, n.record(), live, placedGrace)
 	if err != nil {
 		return err
 	}
