@@ -276,19 +276,7 @@ func (c *bigCluster) reach(ctx context.Context, id string) {
 		if err != nil || !strings.HasPrefix(u, "http://"+ctl.addr+"/v1/sandboxes/"+id+"/ports/") {
 			t.Fatalf("port URL of %s through %s: %q, %v", id, ctl.addr, u, err)
 		}
-		var status int
-		var body string
-		clusterWait(t, 30*time.Second, "the port's server through "+u, func() bool {
-			resp, err := http.Get(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			status, body = resp.StatusCode, string(b)
-			// The server starts in the background.
-			return !(status == http.StatusBadRequest && strings.Contains(body, "nothing listens"))
-		})
+		status, body := getOnceListening(t, u)
 		if status != http.StatusOK || !strings.Contains(body, "hostname") {
 			t.Fatalf("the exposed port of %s through %s: %d %.300s", id, u, status, body)
 		}
