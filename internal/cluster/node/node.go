@@ -58,6 +58,7 @@ type Node struct {
 	st     *store.Store
 	m      *manager.Manager
 	cred   string
+	nonce  string // the credential's public half (identity)
 	token  string // the daemon's API token, used in process only
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -84,8 +85,10 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), token: token}
-	if err := st.Register(ctx, n.record(ctx, id.Nonce)); err != nil {
+	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), nonce: id.Nonce, token: token}
+	rec := n.record()
+	rec.RuntimeVersions = n.runtimeVersions(ctx)
+	if err := st.Register(ctx, rec); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -123,10 +126,10 @@ func loadIdentity(dir, name string) (identity, error) {
 	return id, nil
 }
 
-// record is the node as registered: the manager's admittable CPU and
-// memory and bound on sandboxes, the state dir's free disk now, the
-// versions of its runtimes that take memory snapshots.
-func (n *Node) record(ctx context.Context, nonce string) store.Node {
+// record is the node as registered and as each heartbeat reports it: the
+// manager's admittable CPU and memory and bound on sandboxes, the state
+// dir's free disk now.
+func (n *Node) record() store.Node {
 	u := n.m.Usage()
 	var fs unix.Statfs_t
 	var diskMB int64
@@ -142,14 +145,22 @@ func (n *Node) record(ctx context.Context, nonce string) store.Node {
 	if mem <= 0 {
 		mem = unbounded
 	}
-	versions, err := n.m.RuntimeVersions(ctx)
+	return store.Node{ID: n.cfg.Name, Address: n.cfg.Address, CPUMilli: cpu, MemoryMB: mem,
+		DiskMB: diskMB, MaxSandboxes: u.MaxSandboxes, Runtimes: n.m.Runtimes(), KVM: kvmErr == nil, Labels: n.cfg.Labels,
+		CredentialNonce: n.nonce, CredentialHash: nodeauth.Hash(n.cred)}
+}
+
+// runtimeVersions names the version of each runtime that takes memory
+// snapshots, registered at join (a runtime's version does not change
+// while the daemon runs): placement sends a restore only to a node of
+// the snapshot's version.
+func (n *Node) runtimeVersions(ctx context.Context) map[string]string {
+	v, err := n.m.RuntimeVersions(ctx)
 	if err != nil {
 		// Placement sends it no restore of that runtime's snapshots.
 		n.cfg.Log.Warn("reading the runtimes' versions for the cluster", "op", "cluster", "err", err)
 	}
-	return store.Node{ID: n.cfg.Name, Address: n.cfg.Address, CPUMilli: cpu, MemoryMB: mem,
-		DiskMB: diskMB, MaxSandboxes: u.MaxSandboxes, Runtimes: n.m.Runtimes(), RuntimeVersions: versions, KVM: kvmErr == nil,
-		Labels: n.cfg.Labels, CredentialNonce: nonce, CredentialHash: nodeauth.Hash(n.cred)}
+	return v
 }
 
 // unbounded stands for a resource the node's manager does not bound.
@@ -186,7 +197,9 @@ func (n *Node) beatOnce(ctx context.Context) error {
 			live = append(live, sb.ID)
 		}
 	}
-	reap, err := n.st.Heartbeat(ctx, n.cfg.Name, nodeauth.Hash(n.cred), live, placedGrace)
+	// The capacity goes with each beat: free disk and what the manager
+	// admits change while the node runs.
+	reap, err := n.st.Heartbeat(ctx, n.record(), live, placedGrace)
 	if err != nil {
 		return err
 	}

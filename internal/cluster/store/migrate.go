@@ -56,7 +56,16 @@ var migrations = []string{
 	CREATE INDEX placements_node_live ON placements (node_id) WHERE state IN ('reserved', 'placed', 'ending');
 	CREATE INDEX placements_node_lost ON placements (node_id) WHERE state = 'lost' AND NOT reaped;
 	CREATE UNIQUE INDEX placements_placed_name ON placements (name) WHERE state IN ('placed', 'ending');`,
-	// 2: where memory snapshots are (snapshots.go), and the nodes' runtime versions.
+	// 2: each node's random position in the placement sample (candidates
+	// walk its index from a random start; place.go). ADD COLUMN evaluates
+	// a volatile default for every existing row. Every admission and
+	// heartbeat rewrites a node's row: room left on each page lets those
+	// be heap-only updates, which add no index entries for the walk to
+	// step over.
+	`ALTER TABLE nodes ADD COLUMN place_key double precision NOT NULL DEFAULT random();
+	CREATE INDEX nodes_place_key ON nodes (place_key);
+	ALTER TABLE nodes SET (fillfactor = 50);`,
+	// 3: where memory snapshots are (snapshots.go), and the nodes' runtime versions.
 	`CREATE TABLE snapshot_locations (
 		snapshot_id     text NOT NULL,
 		node_id         text NOT NULL REFERENCES nodes (id),

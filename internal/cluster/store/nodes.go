@@ -22,7 +22,8 @@ type Node struct {
 	ID      string
 	Address string // base URL the control plane reaches its API at
 	// Capacity: what the node admits (its admittable CPU and memory, its
-	// free disk at join and its bound on live sandboxes).
+	// free disk and its bound on live sandboxes), as of its last
+	// heartbeat.
 	CPUMilli     int64
 	MemoryMB     int64
 	DiskMB       int64
@@ -82,19 +83,23 @@ func (s *Store) Register(ctx context.Context, n Node) error {
 	return nil
 }
 
-// Heartbeat records that node id (proving itself with its credential's
-// hash) is alive and runs the sandboxes live. A lost node that beats
-// again is ready again. Placements of the node that are no longer live
+// Heartbeat records that node n (n.ID, proving itself with
+// n.CredentialHash) is alive, has n's capacity (CPU, memory, free disk,
+// bound on sandboxes, runtimes, KVM: what its host admits now, which
+// changes without a restart) and runs the sandboxes live. A lost node
+// that beats again is ready again. Placements of the node that are no longer live
 // end: ending ones at once, placed ones bound more than grace ago (a
 // create may have finished after the node listed its sandboxes). It returns the
 // sandboxes the cluster gave up on while the node was lost, which the
 // node must terminate and then report with Reaped.
-func (s *Store) Heartbeat(ctx context.Context, id, credHash string, live []string, grace time.Duration) ([]string, error) {
+func (s *Store) Heartbeat(ctx context.Context, n Node, live []string, grace time.Duration) ([]string, error) {
+	id := n.ID
 	var reap []string
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, `UPDATE nodes SET heartbeat_at = now(), state = 'ready', lost_at = NULL
-			WHERE id = $1 AND credential_hash = $2`, id, credHash)
+			tag, err := tx.Exec(ctx, `UPDATE nodes SET heartbeat_at = now(), state = 'ready', lost_at = NULL,
+				cpu_milli = $3, memory_mb = $4, disk_mb = $5, max_sandboxes = $6, runtimes = $7, kvm = $8
+			WHERE id = $1 AND credential_hash = $2`, id, n.CredentialHash, n.CPUMilli, n.MemoryMB, n.DiskMB, n.MaxSandboxes, n.Runtimes, n.KVM)
 			if err != nil {
 				return err
 			}

@@ -124,13 +124,37 @@ const sampleSize = 4
 // fitsSQL is the room condition, on a nodes row, for $cpu, $mem.
 const fitsSQL = `used_cpu_milli + $%[1]d <= cpu_milli AND used_memory_mb + $%[2]d <= memory_mb AND used_sandboxes < max_sandboxes`
 
+// eligibleSQL is the rest of a candidate's condition: ready, fresh within
+// $1 seconds, with runtime $2, labels $3, not one of $4 and room for $5
+// milli-CPU and $6 MiB.
+var eligibleSQL = `state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
+	AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND ` + fmt.Sprintf(fitsSQL, 5, 6) + `
+	AND ($9 = '' OR runtime_versions @> jsonb_build_object($2::text, $9::text))`
+
+// candidatesSQL samples the nodes from a random start ($8) in the
+// place_key index (each node's random position): the first $7 eligible
+// ones at or after it, then, wrapping around, before it. It reads only
+// as many rows as it takes to meet that many eligible ones (a handful
+// when most nodes have room), where sorting every eligible node at
+// random read them all; and it finds a node with room whenever one
+// exists, which a page sample (TABLESAMPLE) would not. A node is drawn
+// about in proportion to the gap before its key, a bias the two choices
+// among the sample even out (store_test checks the spread).
+var candidatesSQL = `(SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb FROM nodes
+		WHERE place_key >= $8 AND ` + eligibleSQL + ` ORDER BY place_key LIMIT $7)
+	UNION ALL
+	(SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb FROM nodes
+		WHERE place_key < $8 AND ` + eligibleSQL + ` ORDER BY place_key LIMIT $7)
+	LIMIT $7`
+
 // candidates are a few random nodes that could take r now (ready, fresh,
 // with its runtime and labels, with room), with what they have left.
 // Room is what a node's own admission bounds: CPU, memory and live
 // sandboxes. Disk is recorded and reported but not a bound: a sandbox's
 // disk_mb caps a sparse layer, it is not allocated, and a node does not
 // refuse by it either (with the 10 GiB default, a node's free disk would
-// otherwise hold a handful).
+// otherwise hold a handful). Admission re-checks the room atomically
+// (admit): a sample is only where to try.
 func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]free, error) {
 	labels := r.Labels
 	if labels == nil {
@@ -139,12 +163,8 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 	if exclude == nil {
 		exclude = []string{}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb
-		FROM nodes
-		WHERE state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
-			AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND `+fmt.Sprintf(fitsSQL, 5, 6)+`
-			AND ($8 = '' OR runtime_versions @> jsonb_build_object($2::text, $8::text))
-		ORDER BY random() LIMIT $7`, seconds(r.FreshWithin), r.Runtime, labels, exclude, r.CPUMilli, r.MemoryMB, sampleSize, r.RuntimeVersion)
+	rows, err := s.pool.Query(ctx, candidatesSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
+		r.CPUMilli, r.MemoryMB, sampleSize, mrand.Float64(), r.RuntimeVersion)
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
