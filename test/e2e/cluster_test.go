@@ -125,6 +125,26 @@ func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemo
 	return d
 }
 
+// getOnceListening GETs u, an exposed port's URL, once a server listens
+// there (it starts in the background), and returns the answer's status
+// and body.
+func getOnceListening(t *testing.T, u string) (int, string) {
+	t.Helper()
+	var status int
+	var body string
+	clusterWait(t, 30*time.Second, "the port's server through "+u, func() bool {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status, body = resp.StatusCode, string(b)
+		return !(status == http.StatusBadRequest && strings.Contains(body, "nothing listens"))
+	})
+	return status, body
+}
+
 // TestCluster: a real PostgreSQL, two nodes and two control planes on one
 // host. Creates through both controls spread over both nodes; exec, files,
 // a PTY, an exposed port and the CLI through a control reach the
@@ -311,19 +331,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("corral url through a control: %q", portURL)
 	}
 	for _, u := range []string{portURL, strings.Replace(portURL, b.addr, a.addr, 1)} {
-		var status int
-		var body string
-		clusterWait(t, 30*time.Second, "the port's server through "+u, func() bool {
-			resp, err := http.Get(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bb, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			status, body = resp.StatusCode, string(bb)
-			// The server starts in the background.
-			return !(status == http.StatusBadRequest && strings.Contains(body, "nothing listens"))
-		})
+		status, body := getOnceListening(t, u)
 		if status != http.StatusOK || !strings.Contains(body, "hostname") {
 			t.Fatalf("an exposed port through %s: %d %.300s", u, status, body)
 		}

@@ -127,7 +127,15 @@ func TestControlPlaneAPI(t *testing.T) {
 		{"image list", "GET", "/v1/images", testToken, "", 200, `"images":[]`},
 		{"unknown image", "GET", "/v1/images/app:1", testToken, "", 404, "on no ready node"},
 		{"build on an unknown node", "POST", "/v1/images/build?node=nx", testToken, "{}", 404, "node nx"},
-		{"fork not served yet", "POST", "/v1/sandboxes/sb-x/fork", testToken, "{}", 400, "not served by the control plane"},
+		{"fork of no copies", "POST", "/v1/sandboxes/sb-x/fork", testToken, `{"count": 0}`, 400, "count"},
+		{"fork of too many", "POST", "/v1/sandboxes/sb-x/fork", testToken, `{"count": 100}`, 400, "want 1 to 16"},
+		{"fork, unknown field", "POST", "/v1/sandboxes/sb-x/fork", testToken, `{"count": 1, "n": 2}`, 400, "body"},
+		{"fork of an unknown sandbox", "POST", "/v1/sandboxes/sb-x/fork", testToken, `{"count": 1}`, 404, "not found"},
+		{"from an unknown snapshot", "POST", "/v1/sandboxes", testToken, `{"from_snapshot": "nothere"}`, 404, "knows no snapshot"},
+		{"from a bad snapshot ref", "POST", "/v1/sandboxes", testToken, `{"from_snapshot": "../x"}`, 400, "from_snapshot"},
+		{"no snapshots yet", "GET", "/v1/snapshots", testToken, "", 200, `"snapshots":[]`},
+		{"unknown snapshot", "GET", "/v1/snapshots/snap-aaaaaaaaaaaaaaaa", testToken, "", 404, "not found"},
+		{"delete an unknown snapshot", "DELETE", "/v1/snapshots/base", testToken, "", 404, "not found"},
 		{"merged list", "GET", "/v1/sandboxes", testToken, "", 200, "sb-listed"},
 	} {
 		status, body := call(t, srv, c.method, c.path, c.token, c.body)

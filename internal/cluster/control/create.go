@@ -39,13 +39,22 @@ const selectorField = "node_selector"
 // forwards the create there and binds the reservation to the sandbox's
 // id. A node that cannot be reached or is full is left for another.
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
-	body, req, name, err := s.readCreate(w, r)
+	body, req, spec, err := s.readCreate(w, r)
 	image := req.Image
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	if name != "" {
+	var locs []store.SnapshotLocation // where the snapshot it starts from is
+	if spec.FromSnapshot != "" {
+		if locs, err = s.fromSnapshot(r.Context(), spec.FromSnapshot, &req); err != nil {
+			s.writeError(w, err)
+			return
+		}
+		// A restore takes no image or warm sandbox: no bonus.
+		req.Image, req.Warm, image = "", "", ""
+	}
+	if name := spec.Name; name != "" {
 		// Checked again, atomically, when the placement is bound.
 		if taken, err := s.st.NameTaken(r.Context(), name); err != nil || taken {
 			if err == nil {
@@ -68,6 +77,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		tried = append(tried, p.Node.ID)
+		if locs != nil {
+			if err := s.ensureSnapshot(context.WithoutCancel(r.Context()), p.Node, locs); err != nil {
+				s.release(r.Context(), p)
+				last = err
+				s.log.WarnContext(r.Context(), "a node could not get the snapshot; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
+				continue
+			}
+		}
 		if err := s.ensureImage(r.Context(), p.Node, image); err != nil {
 			s.release(r.Context(), p)
 			last = err
@@ -90,39 +107,45 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.finishCreate(w, r, p, resp)
 		return
 	}
+	if errors.Is(last, errdefs.ErrFailedPrecondition) {
+		// A snapshot no node tried can restore (another runtime
+		// version): said as the node said it.
+		s.writeError(w, fmt.Errorf("creating a sandbox: the nodes tried (%v) cannot restore it: %w", tried, last))
+		return
+	}
 	s.writeError(w, fmt.Errorf("%w: creating a sandbox: the nodes tried (%v) failed or refused it; the last: %v", errdefs.ErrUnavailable, tried, last))
 }
 
 // readCreate reads a create's body: the body for the node (without the
 // selector), what to reserve and the sandbox's name. The node validates the spec itself;
 // this reads only what placement needs.
-func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, store.Request, string, error) {
+func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, store.Request, apiv1.CreateSandboxRequest, error) {
+	var spec apiv1.CreateSandboxRequest
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCreateBody))
 	if err != nil {
-		return nil, store.Request{}, "", fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
+		return nil, store.Request{}, spec, fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return nil, store.Request{}, "", fmt.Errorf("%w: body: want a JSON object", errdefs.ErrInvalidArgument)
+		return nil, store.Request{}, spec, fmt.Errorf("%w: body: want a JSON object", errdefs.ErrInvalidArgument)
 	}
 	var labels map[string]string
 	if sel, ok := fields[selectorField]; ok {
 		if err := json.Unmarshal(sel, &labels); err != nil {
-			return nil, store.Request{}, "", errdefs.Invalid(selectorField, "want an object of string labels")
+			return nil, store.Request{}, spec, errdefs.Invalid(selectorField, "want an object of string labels")
 		}
 		for k, v := range labels {
 			if k == "" || len(k) > 63 || len(v) > 63 {
-				return nil, store.Request{}, "", errdefs.Invalid(selectorField, "label %q: a key of 1 to 63 bytes and a value of at most 63", k)
+				return nil, store.Request{}, spec, errdefs.Invalid(selectorField, "label %q: a key of 1 to 63 bytes and a value of at most 63", k)
 			}
 		}
 		delete(fields, selectorField)
 		if raw, err = json.Marshal(fields); err != nil {
-			return nil, store.Request{}, "", err
+			return nil, store.Request{}, spec, err
 		}
 	}
-	var spec apiv1.CreateSandboxRequest
 	if err := json.Unmarshal(raw, &spec); err != nil {
-		return nil, store.Request{}, "", fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
+		return nil, store.Request{}, spec, fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
 	}
 	req := store.Request{Runtime: spec.Runtime, CPUMilli: milli(spec.CPU, sandbox.DefaultCPU), MemoryMB: orDefault(spec.MemoryMB, sandbox.DefaultMemoryMB),
 		DiskMB: orDefault(spec.DiskMB, sandbox.DefaultDiskMB), Labels: labels, FreshWithin: s.cfg.LostAfter}
@@ -130,7 +153,7 @@ func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, sto
 		req.Runtime = sandbox.Runtimes[0]
 	}
 	if !slices.Contains(sandbox.Runtimes, req.Runtime) {
-		return nil, store.Request{}, "", errdefs.Invalid("runtime", "want one of %v, got %q", sandbox.Runtimes, req.Runtime)
+		return nil, store.Request{}, spec, errdefs.Invalid("runtime", "want one of %v, got %q", sandbox.Runtimes, req.Runtime)
 	}
 	// Nodes that hold the image, or have a warm sandbox for it, first.
 	image := spec.Image
@@ -141,7 +164,7 @@ func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, sto
 	if image != "base" {
 		req.Image = clusterRef(image)
 	}
-	return raw, req, spec.Name, nil
+	return raw, req, spec, nil
 }
 
 func milli(cpu, def float64) int64 {

@@ -83,7 +83,7 @@ func (s *Server) getImage(w http.ResponseWriter, r *http.Request) {
 	}
 	var last error
 	for _, h := range holders {
-		a, err := s.callNode(r.Context(), h.Node, http.MethodGet, "/v1/images/"+h.Digest, nil)
+		a, err := s.callNodeID(r.Context(), h.Node, http.MethodGet, "/v1/images/"+h.Digest, nil)
 		if err == nil && a.status != http.StatusOK {
 			err = fmt.Errorf("node %s answered %d: %s", h.Node, a.status, bytes.TrimSpace(a.body))
 		}
@@ -125,7 +125,7 @@ func (s *Server) deleteImage(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		done[row.Node] = true
-		a, err := s.callNode(ctx, row.Node, http.MethodDelete, "/v1/images/"+ref, nil)
+		a, err := s.callNodeID(ctx, row.Node, http.MethodDelete, "/v1/images/"+ref, nil)
 		if err != nil {
 			s.writeError(w, fmt.Errorf("%w: deleting image %s on node %s: %v", errdefs.ErrUnavailable, ref, row.Node, err))
 			return
@@ -147,31 +147,13 @@ func (s *Server) deleteImage(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// callNode sends one request to node id with its credential and reads
-// the answer whole.
-func (s *Server) callNode(ctx context.Context, id, method, path string, body []byte) (nodeAnswer, error) {
+// callNodeID is callNode (call.go) to node id, with a JSON body.
+func (s *Server) callNodeID(ctx context.Context, id, method, path string, body []byte) (nodeAnswer, error) {
 	n, err := s.st.Node(ctx, id)
 	if err != nil {
 		return nodeAnswer{}, err
 	}
-	target, cred, err := s.nodeTarget(n)
-	if err != nil {
-		return nodeAnswer{}, err
-	}
-	u := target.JoinPath(path)
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
-	if err != nil {
-		return nodeAnswer{}, err
-	}
-	req.Header.Set(nodeauth.Header, cred)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nodeAnswer{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	return nodeAnswer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: b}, err
+	return s.callNode(ctx, n, method, path, bytes.NewReader(body), "application/json")
 }
 
 // ensureImage makes node n hold the image a create names before the
@@ -200,7 +182,7 @@ func (s *Server) ensureImage(ctx context.Context, n store.Node, image string) er
 	body, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
-	a, err := s.callNode(ctx, n.ID, http.MethodPost, nodeauth.ImagesPath+holders[0].Digest+"/fetch", body)
+	a, err := s.callNode(ctx, n, http.MethodPost, nodeauth.ImagesPath+holders[0].Digest+"/fetch", bytes.NewReader(body), "application/json")
 	if err != nil {
 		return fmt.Errorf("node %s fetching image %s: %w", n.ID, ref, err)
 	}

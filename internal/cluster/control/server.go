@@ -49,9 +49,11 @@ func (s *Server) routes() {
 	// Exposed ports authorise with the sandbox's port token on the node.
 	s.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{path...}", s.proxy(false))
 	s.mux.HandleFunc("GET /v1/sandboxes/{id}/tunnel/{port}", s.proxy(false))
-	// A fork makes sandboxes on the node with no placement: refused until
-	// the control plane places them (docs/CLUSTER.md).
-	s.mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.auth(s.notServed))
+	s.mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.auth(s.fork))
+	s.mux.HandleFunc("POST /v1/sandboxes/{id}/snapshots/memory", s.auth(s.snapshotMemory))
+	s.mux.HandleFunc("GET /v1/snapshots", s.auth(s.listSnapshots))
+	s.mux.HandleFunc("GET /v1/snapshots/{ref}", s.auth(s.getSnapshot))
+	s.mux.HandleFunc("DELETE /v1/snapshots/{ref}", s.auth(s.deleteSnapshot))
 	s.mux.HandleFunc("/v1/sandboxes/{id}", s.auth(s.proxy(true)))
 	s.mux.HandleFunc("/v1/sandboxes/{id}/{rest...}", s.auth(s.proxy(true)))
 	s.mux.HandleFunc("/", s.auth(s.notServed))
@@ -138,7 +140,7 @@ func (s *Server) drain(on bool) http.HandlerFunc {
 }
 
 func toAPINode(n store.Node, u store.Use) apiv1.ClusterNode {
-	c := apiv1.ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Draining: n.Draining, Runtimes: n.Runtimes, KVM: n.KVM,
+	c := apiv1.ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Draining: n.Draining, Runtimes: n.Runtimes, RuntimeVersions: n.RuntimeVersions, KVM: n.KVM,
 		Labels: n.Labels, CPU: float64(n.CPUMilli) / 1000, MemoryMB: n.MemoryMB, DiskMB: n.DiskMB, MaxSandboxes: n.MaxSandboxes,
 		PlacedCPU: float64(u.CPUMilli) / 1000, PlacedMemoryMB: u.MemoryMB, PlacedDiskMB: u.DiskMB, Sandboxes: u.Sandboxes,
 		Heartbeat: n.Heartbeat.UTC().Format(time.RFC3339Nano)}

@@ -262,13 +262,3 @@ func (n *Node) reportImages(ctx context.Context) error {
 // reportEvery is how many heartbeats may pass with an unchanged report
 // unsent.
 const reportEvery = 12
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, err error) {
-	writeJSON(w, errdefs.HTTPStatus(err), errdefs.ToWire(err))
-}

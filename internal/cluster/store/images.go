@@ -48,12 +48,19 @@ func (s *Store) ReportImages(ctx context.Context, id, credHash string, imgs []No
 	}
 	err = retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, `UPDATE nodes SET warm = $3 WHERE id = $1 AND credential_hash = $2`, id, credHash, warm)
-			if err != nil {
+			var ok bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM nodes WHERE id = $1 AND credential_hash = $2)`, id, credHash).Scan(&ok); err != nil {
 				return err
 			}
-			if tag.RowsAffected() == 0 {
+			if !ok {
 				return fmt.Errorf("%w: node %s is not registered with this credential", errdefs.ErrNotFound, id)
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM node_warm WHERE node_id = $1`, id); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO node_warm (node_id, key, ready)
+				SELECT $1, key, value::int FROM jsonb_each_text($2) WHERE value::int > 0`, id, warm); err != nil {
+				return err
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO node_images (node_id, digest, tags, size)
 				SELECT $1, x.digest, coalesce(x.tags, '{}'), coalesce(x.size, 0) FROM jsonb_to_recordset($2) AS x(digest text, tags text[], size bigint)`+

@@ -27,10 +27,13 @@ const (
 
 // Request is what a create asks of a node.
 type Request struct {
-	Runtime  string
-	CPUMilli int64
-	MemoryMB int64
-	DiskMB   int64
+	Runtime string
+	// RuntimeVersion, when set, is the version of Runtime the node must
+	// run (a restore from a memory snapshot).
+	RuntimeVersion string
+	CPUMilli       int64
+	MemoryMB       int64
+	DiskMB         int64
 	// Labels the node must carry (all of them, equal values).
 	Labels map[string]string
 	// Exclude are nodes not to try (one that just failed the create).
@@ -82,12 +85,19 @@ func (s *Store) Reserve(ctx context.Context, r Request) (Placement, error) {
 		}
 		exclude = append(exclude, c.id)
 	}
-	return Placement{}, fmt.Errorf("%w: no ready node has room for a %s sandbox of %d milli-CPU and %d MiB of memory%s",
-		errdefs.ErrResourceExhausted, r.Runtime, r.CPUMilli, r.MemoryMB, labelsNote(r.Labels))
+	return Placement{}, fmt.Errorf("%w: no ready node has room for a %s%s sandbox of %d milli-CPU and %d MiB of memory%s",
+		errdefs.ErrResourceExhausted, r.Runtime, versionNote(r.RuntimeVersion), r.CPUMilli, r.MemoryMB, labelsNote(r.Labels))
 }
 
 // maxAdmitTries bounds the nodes one Reserve tries to admit on.
 const maxAdmitTries = 8
+
+func versionNote(v string) string {
+	if v == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (version %q)", v)
+}
 
 func labelsNote(l map[string]string) string {
 	if len(l) == 0 {
@@ -131,13 +141,37 @@ const sampleSize = 4
 // fitsSQL is the room condition, on a nodes row, for $cpu, $mem.
 const fitsSQL = `used_cpu_milli + $%[1]d <= cpu_milli AND used_memory_mb + $%[2]d <= memory_mb AND used_sandboxes < max_sandboxes`
 
+// eligibleSQL is the rest of a candidate's condition: ready, fresh within
+// $1 seconds, with runtime $2, labels $3, not one of $4 and room for $5
+// milli-CPU and $6 MiB.
+var eligibleSQL = `state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
+	AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND ` + fmt.Sprintf(fitsSQL, 5, 6) + `
+	AND ($9 = '' OR runtime_versions @> jsonb_build_object($2::text, $9::text))`
+
+// candidatesSQL samples the nodes from a random start ($8) in the
+// place_key index (each node's random position): the first $7 eligible
+// ones at or after it, then, wrapping around, before it. It reads only
+// as many rows as it takes to meet that many eligible ones (a handful
+// when most nodes have room), where sorting every eligible node at
+// random read them all; and it finds a node with room whenever one
+// exists, which a page sample (TABLESAMPLE) would not. A node is drawn
+// about in proportion to the gap before its key, a bias the two choices
+// among the sample even out (store_test checks the spread).
+var candidatesSQL = `(SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb FROM nodes
+		WHERE place_key >= $8 AND ` + eligibleSQL + ` ORDER BY place_key LIMIT $7)
+	UNION ALL
+	(SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb FROM nodes
+		WHERE place_key < $8 AND ` + eligibleSQL + ` ORDER BY place_key LIMIT $7)
+	LIMIT $7`
+
 // candidates are a few random nodes that could take r now (ready, fresh,
 // with its runtime and labels, with room), with what they have left.
 // Room is what a node's own admission bounds: CPU, memory and live
 // sandboxes. Disk is recorded and reported but not a bound: a sandbox's
 // disk_mb caps a sparse layer, it is not allocated, and a node does not
 // refuse by it either (with the 10 GiB default, a node's free disk would
-// otherwise hold a handful).
+// otherwise hold a handful). Admission re-checks the room atomically
+// (admit): a sample is only where to try.
 func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]free, error) {
 	labels := r.Labels
 	if labels == nil {
@@ -146,32 +180,56 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 	if exclude == nil {
 		exclude = []string{}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb, `+bonusSQL+` AS bonus
-		FROM nodes
-		WHERE state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
-			AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND `+fmt.Sprintf(fitsSQL, 5, 6)+`
-		ORDER BY bonus DESC, random() LIMIT $7`, seconds(r.FreshWithin), r.Runtime, labels, exclude, r.CPUMilli, r.MemoryMB, sampleSize,
-		r.Warm, r.Image)
+	var rows pgx.Rows
+	var err error
+	if r.Image != "" || r.Warm != "" {
+		// Nodes with a bonus first: found through their own indexes,
+		// so a create reads only those nodes' rows.
+		rows, err = s.pool.Query(ctx, bonusSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
+			r.CPUMilli, r.MemoryMB, sampleSize, r.Warm, r.RuntimeVersion, r.Image)
+		if err != nil {
+			return nil, fmt.Errorf("placing a sandbox: %w", err)
+		}
+		out, err := pgx.CollectRows(rows, scanFree(true))
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+	}
+	rows, err = s.pool.Query(ctx, candidatesSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
+		r.CPUMilli, r.MemoryMB, sampleSize, mrand.Float64(), r.RuntimeVersion)
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (free, error) {
-		var f free
-		err := row.Scan(&f.id, &f.cpu, &f.mem, &f.bonus)
-		return f, err
-	})
+	out, err := pgx.CollectRows(rows, scanFree(false))
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
 	return out, nil
 }
 
-// bonusSQL, on a nodes row, is 2 for a warm sandbox ready for $8 (a
-// WarmKey), plus 1 for holding the image $9 (a digest or a tag); an
-// empty $8 or $9 matches nothing.
-const bonusSQL = `(CASE WHEN coalesce((warm->>$8::text)::int, 0) > 0 THEN 2 ELSE 0 END +
-	CASE WHEN $9::text <> '' AND EXISTS (SELECT 1 FROM node_images i WHERE i.node_id = nodes.id AND (i.digest = $9 OR $9 = ANY(i.tags)))
-		THEN 1 ELSE 0 END)`
+func scanFree(bonus bool) pgx.RowToFunc[free] {
+	return func(row pgx.CollectableRow) (free, error) {
+		var f free
+		if bonus {
+			return f, row.Scan(&f.id, &f.cpu, &f.mem, &f.bonus)
+		}
+		return f, row.Scan(&f.id, &f.cpu, &f.mem)
+	}
+}
+
+// bonusSQL samples the eligible nodes with a bonus, the highest first:
+// 2 for a warm sandbox ready for $8 (a WarmKey; node_warm), plus 1 for
+// holding the image $10 (a digest or a tag; node_images). An empty $8 or
+// $10 matches nothing. Both tables are read by their indexes, so a
+// create reads the rows of the nodes with a bonus only; when none is
+// eligible, the walk (candidatesSQL) samples the rest.
+var bonusSQL = `WITH b AS (SELECT node_id, sum(bonus) AS bonus FROM (
+			SELECT node_id, 2 AS bonus FROM node_warm WHERE key = $8
+			UNION ALL
+			SELECT node_id, 1 FROM node_images WHERE $10::text <> '' AND (digest = $10 OR $10 = ANY(tags))) x
+		GROUP BY node_id)
+	SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb, b.bonus::int FROM b JOIN nodes ON nodes.id = b.node_id
+	WHERE ` + eligibleSQL + ` ORDER BY b.bonus DESC, random() LIMIT $7`
 
 // free is what a candidate node has left, and its bonus for the request.
 type free struct {
