@@ -57,9 +57,10 @@ type Placement struct {
 }
 
 // Reserve places r: among the ready nodes that carry its runtime and
-// labels and have room, those with the highest bonus (a warm sandbox
-// ready for r, then r's image held) first, two of them at random, and
-// the one with more free memory (power of two choices), admitted by one atomic statement that adds r to
+// labels and have room, a few (r's image's holders when any is eligible,
+// else a sample), of those with the highest bonus (a warm sandbox ready
+// for r, r's image held) two at random, and the one with more free
+// memory (power of two choices), admitted by one atomic statement that adds r to
 // the node's counters only where they stay within its capacity (the row
 // lock makes control instances reserving at once wait for each other and
 // re-check), so no node is ever overcommitted. A node that filled up
@@ -106,14 +107,10 @@ func labelsNote(l map[string]string) string {
 	return fmt.Sprintf(" and labels %v", l)
 }
 
-// bestBonus is the candidates (highest bonus first) that share the
-// highest bonus.
+// bestBonus is the candidates that share the highest bonus.
 func bestBonus(c []free) []free {
-	n := 1
-	for n < len(c) && c[n].bonus == c[0].bonus {
-		n++
-	}
-	return c[:n]
+	top := slices.MaxFunc(c, func(a, b free) int { return a.bonus - b.bonus }).bonus
+	return slices.DeleteFunc(slices.Clone(c), func(f free) bool { return f.bonus != top })
 }
 
 // pick is the power of two choices: the fuller of two random candidates
@@ -180,56 +177,53 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 	if exclude == nil {
 		exclude = []string{}
 	}
-	var rows pgx.Rows
-	var err error
-	if r.Image != "" || r.Warm != "" {
-		// Nodes with a bonus first: found through their own indexes,
-		// so a create reads only those nodes' rows.
-		rows, err = s.pool.Query(ctx, bonusSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
+	if r.Image != "" {
+		// The eligible nodes that hold the image, if any: found through
+		// node_images' indexes, so a create reads those nodes' rows only.
+		rows, err := s.pool.Query(ctx, holdersSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
 			r.CPUMilli, r.MemoryMB, sampleSize, r.Warm, r.RuntimeVersion, r.Image)
 		if err != nil {
 			return nil, fmt.Errorf("placing a sandbox: %w", err)
 		}
-		out, err := pgx.CollectRows(rows, scanFree(true))
+		out, err := pgx.CollectRows(rows, scanFree)
 		if err != nil || len(out) > 0 {
 			return out, err
 		}
 	}
-	rows, err = s.pool.Query(ctx, candidatesSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
-		r.CPUMilli, r.MemoryMB, sampleSize, mrand.Float64(), r.RuntimeVersion)
+	rows, err := s.pool.Query(ctx, sampleSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
+		r.CPUMilli, r.MemoryMB, sampleSize, mrand.Float64(), r.RuntimeVersion, r.Warm)
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, scanFree(false))
+	out, err := pgx.CollectRows(rows, scanFree)
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
 	return out, nil
 }
 
-func scanFree(bonus bool) pgx.RowToFunc[free] {
-	return func(row pgx.CollectableRow) (free, error) {
-		var f free
-		if bonus {
-			return f, row.Scan(&f.id, &f.cpu, &f.mem, &f.bonus)
-		}
-		return f, row.Scan(&f.id, &f.cpu, &f.mem)
-	}
+func scanFree(row pgx.CollectableRow) (free, error) {
+	var f free
+	return f, row.Scan(&f.id, &f.cpu, &f.mem, &f.bonus)
 }
 
-// bonusSQL samples the eligible nodes with a bonus, the highest first:
-// 2 for a warm sandbox ready for $8 (a WarmKey; node_warm), plus 1 for
-// holding the image $10 (a digest or a tag; node_images). An empty $8 or
-// $10 matches nothing. Both tables are read by their indexes, so a
-// create reads the rows of the nodes with a bonus only; when none is
-// eligible, the walk (candidatesSQL) samples the rest.
-var bonusSQL = `WITH b AS (SELECT node_id, sum(bonus) AS bonus FROM (
-			SELECT node_id, 2 AS bonus FROM node_warm WHERE key = $8
-			UNION ALL
-			SELECT node_id, 1 FROM node_images WHERE $10::text <> '' AND (digest = $10 OR $10 = ANY(tags))) x
-		GROUP BY node_id)
-	SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb, b.bonus::int FROM b JOIN nodes ON nodes.id = b.node_id
-	WHERE ` + eligibleSQL + ` ORDER BY b.bonus DESC, random() LIMIT $7`
+// warmSQL is 2 for a node (id) with a warm sandbox ready for $%d (a
+// WarmKey; node_warm's primary key), else 0.
+const warmSQL = `(CASE WHEN EXISTS (SELECT 1 FROM node_warm w WHERE w.key = $%d AND w.node_id = id) THEN 2 ELSE 0 END)`
+
+// holdersSQL is a random few of the eligible nodes that hold the image
+// $10 (a digest or a tag), each with its bonus: 1, plus 2 with a warm
+// sandbox ready for $8. node_images' indexes find them: a create reads
+// the holders' rows only.
+var holdersSQL = `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb, 1 + ` + fmt.Sprintf(warmSQL, 8) + `
+	FROM nodes WHERE id IN (SELECT node_id FROM node_images WHERE digest = $10 OR $10 = ANY(tags))
+		AND ` + eligibleSQL + ` ORDER BY random() LIMIT $7`
+
+// sampleSQL is the candidate walk (candidatesSQL), each node with its
+// bonus: 2 with a warm sandbox ready for $10 (an empty $10 matches none).
+// The bonus is looked up for the sampled nodes only, so it orders the
+// sample and never widens what a create reads.
+var sampleSQL = `SELECT id, cpu, mem, ` + fmt.Sprintf(warmSQL, 10) + ` FROM (` + candidatesSQL + `) c (id, cpu, mem)`
 
 // free is what a candidate node has left, and its bonus for the request.
 type free struct {
