@@ -130,9 +130,9 @@ func pick(c []free) int {
 	return a
 }
 
-// sampleSize is how many fitting nodes, the highest bonus first and at
-// random within a bonus, a placement chooses among: two are compared, the
-// rest are spares should those fill first.
+// sampleSize is how many fitting nodes a placement chooses among: two
+// of those with the highest bonus are compared, the rest are spares
+// should those fill first.
 const sampleSize = 4
 
 // fitsSQL is the room condition, on a nodes row, for $cpu, $mem.
