@@ -125,6 +125,31 @@ func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemo
 	return d
 }
 
+// checkClusterUsage compares the usage report through control c with the
+// nodes' own: one group per runtime holding every node's sandboxes; and a
+// bad grouping is the nodes' 400.
+func checkClusterUsage(ctx context.Context, t *testing.T, c *controlPlane, nodes ...*daemon) {
+	t.Helper()
+	opts := corral.UsageOptions{From: time.Now().Add(-time.Hour), GroupBy: "runtime"}
+	want := 0
+	for _, n := range nodes {
+		own, err := n.client.Usage(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range own.Groups {
+			want += g.Sandboxes
+		}
+	}
+	rep, err := c.client.Usage(ctx, opts)
+	if err != nil || len(rep.Groups) != 1 || rep.Groups[0].Key != "gvisor" || rep.Groups[0].Sandboxes != want || want < 5 {
+		t.Errorf("usage through a control: %+v, %v; want one gvisor group of the nodes' %d sandboxes", rep, err, want)
+	}
+	if _, err := c.client.Usage(ctx, corral.UsageOptions{GroupBy: "colour"}); err == nil || !strings.Contains(err.Error(), "group_by") {
+		t.Errorf("a bad group_by through a control: %v, want a 400 naming group_by", err)
+	}
+}
+
 // getOnceListening GETs u, an exposed port's URL, once a server listens
 // there (it starts in the background), and returns the answer's status
 // and body.
@@ -230,6 +255,7 @@ func TestCluster(t *testing.T) {
 	if err != nil || len(merged) != 4 {
 		t.Fatalf("merged list: %d sandboxes, %v; want 4", len(merged), err)
 	}
+	checkClusterUsage(ctx, t, a, n1, n2)
 
 	// A file written through one control is read on the sandbox's own
 	// node; exec and a PTY through the other see it.

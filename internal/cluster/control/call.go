@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"corral/internal/cluster/nodeauth"
 	"corral/internal/cluster/store"
@@ -17,13 +18,16 @@ import (
 const maxNodeAnswer = 16 << 20
 
 // callNode sends one request to node n with its credential and reads the
-// answer whole; an error means the node did not answer.
+// answer whole (path may end in a query); an error means the node did not answer.
 func (s *Server) callNode(ctx context.Context, n store.Node, method, path string, body io.Reader, contentType string) (nodeAnswer, error) {
 	target, cred, err := s.nodeTarget(n)
 	if err != nil {
 		return nodeAnswer{}, err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target.JoinPath(path).String(), body)
+	path, query, _ := strings.Cut(path, "?")
+	u := target.JoinPath(path)
+	u.RawQuery = query
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return nodeAnswer{}, err
 	}

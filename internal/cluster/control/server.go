@@ -46,6 +46,7 @@ func (s *Server) routes() {
 	s.imageRoutes()
 	s.mux.HandleFunc("POST /v1/sandboxes", s.auth(s.create))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.list))
+	s.mux.HandleFunc("GET /v1/usage", s.auth(s.usage))
 	// Exposed ports authorise with the sandbox's port token on the node.
 	s.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{path...}", s.proxy(false))
 	s.mux.HandleFunc("GET /v1/sandboxes/{id}/tunnel/{port}", s.proxy(false))
