@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 )
 
@@ -31,6 +33,14 @@ func newImageLsCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			if slices.ContainsFunc(imgs, func(img apiv1.Image) bool { return len(img.Nodes) > 0 }) {
+				// A control plane's list: where each image is.
+				fmt.Fprintln(tw, "TAGS\tDIGEST\tSIZE\tNODES")
+				for _, img := range imgs {
+					fmt.Fprintf(tw, "%s\t%.19s\t%d MiB\t%s\n", strings.Join(img.Tags, ","), img.Digest, img.Size>>20, strings.Join(img.Nodes, ","))
+				}
+				return tw.Flush()
+			}
 			fmt.Fprintln(tw, "TAGS\tDIGEST\tLAYERS\tSIZE\tCREATED\tIN USE")
 			for _, img := range imgs {
 				fmt.Fprintf(tw, "%s\t%.19s\t%d\t%d MiB\t%s\t%v\n", strings.Join(img.Tags, ","), img.Digest, len(img.Layers),

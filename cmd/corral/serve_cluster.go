@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -20,7 +22,7 @@ import (
 // the single machine, which needs no database.
 type clusterFlags struct {
 	node, control bool
-	db            string
+	db, dbFile    string
 	joinTokenFile string
 	name, address string
 	envdAddress   string
@@ -33,7 +35,8 @@ type clusterFlags struct {
 func addClusterFlags(f *pflag.FlagSet, c *clusterFlags) {
 	f.BoolVar(&c.node, "node", false, "run as a node of a cluster (needs --cluster-db, --join-token-file, --node-name, --node-address)")
 	f.BoolVar(&c.control, "control", false, "run as a stateless control plane of a cluster (needs --cluster-db, --join-token-file, --token-file); serves the API on --listen")
-	f.StringVar(&c.db, "cluster-db", "", "the cluster's PostgreSQL, as a URL (postgres://user@host/db) or key=value string")
+	f.StringVar(&c.db, "cluster-db", "", "the cluster's PostgreSQL, as a URL (postgres://user@host/db) or key=value string (on the command line: keep its password in PGPASSWORD, or use --cluster-db-file or $"+clusterDBEnv+")")
+	f.StringVar(&c.dbFile, "cluster-db-file", "", "a file holding --cluster-db's URL, password included if wanted (a Kubernetes Secret's file, a systemd credential)")
 	f.StringVar(&c.joinTokenFile, "join-token-file", "", "a file holding the cluster's join token (at least 16 bytes), the same for nodes and control planes")
 	f.StringVar(&c.name, "node-name", "", "this node's name in the cluster")
 	f.StringVar(&c.address, "node-address", "", "the base URL control planes reach this node's API at (http://host:port)")
@@ -44,15 +47,57 @@ func addClusterFlags(f *pflag.FlagSet, c *clusterFlags) {
 	f.StringVar(&c.tokenFile, "token-file", "", "a control plane's API token, the one its callers present (at least 16 bytes)")
 }
 
+// clusterDBEnv is the environment variable a node or control plane reads
+// the database's URL from when neither --cluster-db nor --cluster-db-file
+// is given (a password in the environment stays off the command line).
+const clusterDBEnv = "CORRAL_CLUSTER_DB"
+
+// maxDBFile bounds --cluster-db-file (a URL, or a key=value string).
+const maxDBFile = 64 << 10
+
+// readDB sets c.db from --cluster-db-file, or else, for a node or a
+// control plane, from $CORRAL_CLUSTER_DB. The file's content is never
+// put in an error.
+func (c *clusterFlags) readDB() error {
+	if c.dbFile == "" {
+		if c.db == "" && (c.node || c.control) {
+			c.db = strings.TrimSpace(os.Getenv(clusterDBEnv))
+		}
+		return nil
+	}
+	if c.db != "" {
+		return fmt.Errorf("--cluster-db and --cluster-db-file: give one")
+	}
+	f, err := os.Open(c.dbFile)
+	if err != nil {
+		return fmt.Errorf("--cluster-db-file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxDBFile+1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("--cluster-db-file %s: %w", c.dbFile, err)
+	case len(b) > maxDBFile:
+		return fmt.Errorf("--cluster-db-file %s: over %d KiB, not a database URL", c.dbFile, maxDBFile>>10)
+	}
+	if c.db = strings.TrimSpace(string(b)); c.db == "" {
+		return fmt.Errorf("--cluster-db-file %s is empty", c.dbFile)
+	}
+	return nil
+}
+
 // apply checks the roles' flags and puts a node's into cfg.
 func (c *clusterFlags) apply(cfg *daemon.Config) error {
+	if err := c.readDB(); err != nil {
+		return err
+	}
 	switch {
 	case c.node && c.control:
 		return fmt.Errorf("--node and --control are two roles: run two processes")
 	case (c.node || c.control) && c.db == "":
-		return fmt.Errorf("--node and --control need --cluster-db")
+		return fmt.Errorf("--node and --control need --cluster-db, --cluster-db-file or $%s", clusterDBEnv)
 	case !c.node && !c.control && c.db != "":
-		return fmt.Errorf("--cluster-db needs --node or --control")
+		return fmt.Errorf("--cluster-db (or --cluster-db-file) needs --node or --control")
 	case c.heartbeat <= 0 || c.lostAfter <= 0:
 		return fmt.Errorf("--heartbeat %s and --node-lost-after %s: both must be positive (the bound several heartbeats long)", c.heartbeat, c.lostAfter)
 	}

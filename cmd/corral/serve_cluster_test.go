@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,14 @@ import (
 
 func TestClusterFlags(t *testing.T) {
 	ok := clusterFlags{heartbeat: 5 * time.Second, lostAfter: 30 * time.Second}
+	dir := t.TempDir()
+	dbFile, emptyFile, bigFile := filepath.Join(dir, "db"), filepath.Join(dir, "empty"), filepath.Join(dir, "big")
+	for f, body := range map[string]string{dbFile: "postgres://u:secret@h/db\n", emptyFile: " \n", bigFile: strings.Repeat("x", maxDBFile+1)} {
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(clusterDBEnv, "")
 	for _, c := range []struct {
 		name string
 		set  func(*clusterFlags)
@@ -24,7 +34,16 @@ func TestClusterFlags(t *testing.T) {
 		{"a label without =", func(c *clusterFlags) { c.node, c.db, c.labels = true, "postgres://x", []string{"zone"} }, "--node-label"},
 		{"an empty label key", func(c *clusterFlags) { c.node, c.db, c.labels = true, "postgres://x", []string{"=a"} }, "--node-label"},
 		{"no heartbeat", func(c *clusterFlags) { c.heartbeat = 0 }, "--heartbeat"},
+		{"node from a file", func(c *clusterFlags) { c.node, c.dbFile = true, dbFile }, ""},
+		{"control from the environment", func(c *clusterFlags) { c.control = true; t.Setenv(clusterDBEnv, "postgres://env") }, ""},
+		{"the environment without a role", func(c *clusterFlags) { t.Setenv(clusterDBEnv, "postgres://env") }, ""},
+		{"a URL and a file", func(c *clusterFlags) { c.node, c.db, c.dbFile = true, "postgres://x", dbFile }, "give one"},
+		{"a file without a role", func(c *clusterFlags) { c.dbFile = dbFile }, "needs --node or --control"},
+		{"a missing file", func(c *clusterFlags) { c.node, c.dbFile = true, filepath.Join(dir, "none") }, "--cluster-db-file"},
+		{"an empty file", func(c *clusterFlags) { c.node, c.dbFile = true, emptyFile }, "is empty"},
+		{"a file too big", func(c *clusterFlags) { c.node, c.dbFile = true, bigFile }, "over 64 KiB"},
 	} {
+		t.Setenv(clusterDBEnv, "")
 		f := ok
 		c.set(&f)
 		var cfg daemon.Config
@@ -37,6 +56,15 @@ func TestClusterFlags(t *testing.T) {
 		}
 		if c.name == "node" && (cfg.Cluster.DB != "postgres://x" || cfg.Cluster.Labels["zone"] != "a" || cfg.Cluster.Labels["gpu"] != "") {
 			t.Errorf("node: config %+v", cfg.Cluster)
+		}
+		if c.name == "node from a file" && cfg.Cluster.DB != "postgres://u:secret@h/db" {
+			t.Errorf("node from a file: database %q", cfg.Cluster.DB)
+		}
+		if c.name == "control from the environment" && f.db != "postgres://env" {
+			t.Errorf("control from the environment: database %q", f.db)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error shows the file's content: %v", c.name, err)
 		}
 		if c.name == "control" && cfg.Cluster.DB != "" {
 			t.Error("a control plane's flags made the daemon a node")

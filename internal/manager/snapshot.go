@@ -272,6 +272,19 @@ func (m *Manager) checkRestorable(ctx context.Context, rec *sandbox.Snapshot) er
 	if err != nil {
 		return err
 	}
+	if err := sameRuntime(rec, v); err != nil {
+		return err
+	}
+	if _, err := os.Stat(rec.Dir); err != nil {
+		return fmt.Errorf("%w: snapshot %s has lost its files: %v", errdefs.ErrFailedPrecondition, rec.ID, err)
+	}
+	return nil
+}
+
+// sameRuntime refuses a snapshot that the runtime at version v (its own
+// runtime, on this daemon) cannot restore: one another version saved, or
+// whose agent speaks a protocol this daemon does not.
+func sameRuntime(rec *sandbox.Snapshot, v string) error {
 	if v != rec.RuntimeVersion {
 		return fmt.Errorf("%w: snapshot %s was taken by %s %q; this daemon runs %q, which cannot restore it",
 			errdefs.ErrFailedPrecondition, rec.ID, rec.Runtime, rec.RuntimeVersion, v)
@@ -279,9 +292,6 @@ func (m *Manager) checkRestorable(ctx context.Context, rec *sandbox.Snapshot) er
 	if !slices.Contains(agentapi.SupportedVersions, rec.AgentProtocol) {
 		return fmt.Errorf("%w: snapshot %s holds an agent speaking protocol %d; this daemon speaks %v",
 			errdefs.ErrFailedPrecondition, rec.ID, rec.AgentProtocol, agentapi.SupportedVersions)
-	}
-	if _, err := os.Stat(rec.Dir); err != nil {
-		return fmt.Errorf("%w: snapshot %s has lost its files: %v", errdefs.ErrFailedPrecondition, rec.ID, err)
 	}
 	return nil
 }

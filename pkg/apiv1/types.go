@@ -350,6 +350,9 @@ type Image struct {
 	Workdir string    `json:"workdir,omitempty"`
 	User    string    `json:"user,omitempty"`
 	InUse   bool      `json:"in_use"`
+	// Nodes are the cluster nodes that hold the image (a control plane's
+	// answers only).
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // ImageList is the body of GET /v1/images.

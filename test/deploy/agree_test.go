@@ -187,8 +187,8 @@ func (c *cluster) checkPod(e *errs, what string, selector *metav1.LabelSelector,
 		e.add("%s: %v", what, err)
 		return
 	}
-	if len(flags[role]) != 1 || len(flags["cluster-db"]) != 1 {
-		e.add("%s: want --%s and --cluster-db, args %q", what, role, ct.Args)
+	if len(flags[role]) != 1 || len(flags["cluster-db-file"]) != 1 || len(flags["cluster-db"]) != 0 {
+		e.add("%s: want --%s and --cluster-db-file (the URL with its password on no command line), not --cluster-db, args %q", what, role, ct.Args)
 	}
 	mounts := map[string]corev1.VolumeMount{}
 	for _, m := range ct.VolumeMounts {
@@ -197,7 +197,7 @@ func (c *cluster) checkPod(e *errs, what string, selector *metav1.LabelSelector,
 		}
 		mounts[m.MountPath] = m
 	}
-	for _, f := range []string{"join-token-file", "token-file"} {
+	for _, f := range []string{"cluster-db-file", "join-token-file", "token-file"} {
 		for _, p := range flags[f] {
 			m, ok := mounts[path.Dir(p)]
 			v := volumes[m.Name]

@@ -17,8 +17,8 @@ import (
 
 // TestControlRunsAsTheManifestSays: the control plane, started with the
 // Deployment's args as its container would be (user and group 65532, no
-// capabilities, no new privileges, a read-only root, its tokens in files
-// of root's readable by its group), migrates a real PostgreSQL and serves:
+// capabilities, no new privileges, a read-only root, its tokens and the
+// database's URL in files of root's readable by its group), migrates a real PostgreSQL and serves:
 // /v1/health to the probes and /v1/cluster/nodes to a caller with the
 // token. Only the paths (tokens in temporary directories) and the port
 // (loopback, a free one) differ.
@@ -72,7 +72,11 @@ func TestControlRunsAsTheManifestSays(t *testing.T) {
 			}
 			for key := range c.secrets[v.Secret.SecretName].StringData {
 				p := filepath.Join(dir, key)
-				if err := os.WriteFile(p, []byte("test-token-"+v.Name+"-0123456789\n"), 0o600); err != nil {
+				body := "test-token-" + v.Name + "-0123456789\n"
+				if v.Secret.SecretName == "corral-cluster-db" {
+					body = db + "\n" // the database's URL, read with --cluster-db-file
+				}
+				if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 					t.Fatal(err)
 				}
 				if err := os.Chown(p, 0, int(gid)); err != nil {
@@ -94,7 +98,6 @@ func TestControlRunsAsTheManifestSays(t *testing.T) {
 	ln.Close()
 	var args []string
 	for _, a := range ct.Args {
-		a = strings.ReplaceAll(a, "$(CORRAL_CLUSTER_DB)", db)
 		for from, to := range remap {
 			a = strings.Replace(a, "="+from+"/", "="+to+"/", 1)
 		}

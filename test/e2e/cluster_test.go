@@ -125,6 +125,51 @@ func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemo
 	return d
 }
 
+// checkClusterUsage compares the usage report through control c with the
+// nodes' own: one group per runtime holding every node's sandboxes; and a
+// bad grouping is the nodes' 400.
+func checkClusterUsage(ctx context.Context, t *testing.T, c *controlPlane, nodes ...*daemon) {
+	t.Helper()
+	opts := corral.UsageOptions{From: time.Now().Add(-time.Hour), GroupBy: "runtime"}
+	want := 0
+	for _, n := range nodes {
+		own, err := n.client.Usage(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range own.Groups {
+			want += g.Sandboxes
+		}
+	}
+	rep, err := c.client.Usage(ctx, opts)
+	if err != nil || len(rep.Groups) != 1 || rep.Groups[0].Key != "gvisor" || rep.Groups[0].Sandboxes != want || want < 5 {
+		t.Errorf("usage through a control: %+v, %v; want one gvisor group of the nodes' %d sandboxes", rep, err, want)
+	}
+	if _, err := c.client.Usage(ctx, corral.UsageOptions{GroupBy: "colour"}); err == nil || !strings.Contains(err.Error(), "group_by") {
+		t.Errorf("a bad group_by through a control: %v, want a 400 naming group_by", err)
+	}
+}
+
+// getOnceListening GETs u, an exposed port's URL, once a server listens
+// there (it starts in the background), and returns the answer's status
+// and body.
+func getOnceListening(t *testing.T, u string) (int, string) {
+	t.Helper()
+	var status int
+	var body string
+	clusterWait(t, 30*time.Second, "the port's server through "+u, func() bool {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status, body = resp.StatusCode, string(b)
+		return !(status == http.StatusBadRequest && strings.Contains(body, "nothing listens"))
+	})
+	return status, body
+}
+
 // TestCluster: a real PostgreSQL, two nodes and two control planes on one
 // host. Creates through both controls spread over both nodes; exec, files,
 // a PTY, an exposed port and the CLI through a control reach the
@@ -210,6 +255,7 @@ func TestCluster(t *testing.T) {
 	if err != nil || len(merged) != 4 {
 		t.Fatalf("merged list: %d sandboxes, %v; want 4", len(merged), err)
 	}
+	checkClusterUsage(ctx, t, a, n1, n2)
 
 	// A file written through one control is read on the sandbox's own
 	// node; exec and a PTY through the other see it.
@@ -311,19 +357,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("corral url through a control: %q", portURL)
 	}
 	for _, u := range []string{portURL, strings.Replace(portURL, b.addr, a.addr, 1)} {
-		var status int
-		var body string
-		clusterWait(t, 30*time.Second, "the port's server through "+u, func() bool {
-			resp, err := http.Get(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bb, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			status, body = resp.StatusCode, string(bb)
-			// The server starts in the background.
-			return !(status == http.StatusBadRequest && strings.Contains(body, "nothing listens"))
-		})
+		status, body := getOnceListening(t, u)
 		if status != http.StatusOK || !strings.Contains(body, "hostname") {
 			t.Fatalf("an exposed port through %s: %d %.300s", u, status, body)
 		}

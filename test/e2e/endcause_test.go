@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"corral/internal/cgroups"
 )
 
 // grow allocates and touches memory 16 MiB at a time until something
@@ -24,8 +28,9 @@ func TestEndCauses(t *testing.T) {
 	for _, tt := range []struct {
 		name, runtime, script, reason, detail string
 	}{
-		// One allocation past the limit is populated by gVisor's sentry,
-		// which the host's OOM killer then kills: the whole sandbox ends.
+		// One allocation past the limit, with the Sentry made the host
+		// OOM killer's first choice (the runtime makes guest processes
+		// its first: TestOOMKilledProcess): the whole sandbox ends.
 		{"gvisor oom", "gvisor", "python3 -c 'a = bytearray(400 << 20)'", "oom", "out of memory (the sandbox's memory limit is 128 MiB)"},
 		{"vm oom panic", "vm", "sysctl -qw vm.panic_on_oom=1 && " + grow, "oom", "out of memory (the vm's memory is"},
 		{"vm panic", "vm", "echo c > /proc/sysrq-trigger", "panic", "the guest kernel panicked: sysrq triggered crash"},
@@ -33,6 +38,9 @@ func TestEndCauses(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			id := d.create("--runtime", tt.runtime, "--memory", "128")
+			if tt.runtime == "gvisor" {
+				sentryFirstForOOM(t, id)
+			}
 			start := time.Now()
 			_, errs, code := d.cli("", "exec", id, "--", "sh", "-c", tt.script)
 			if code == 0 || !strings.Contains(errs, "the sandbox ended ("+tt.reason+"): "+tt.detail) {
@@ -64,6 +72,29 @@ func TestEndCauses(t *testing.T) {
 	}
 }
 
+// sentryFirstForOOM raises the oom_score_adj of gVisor sandbox id's
+// Sentry above its stubs', so that the host's OOM killer ends the whole
+// sandbox.
+func sentryFirstForOOM(t *testing.T, id string) {
+	t.Helper()
+	pids, err := cgroups.Procs("/corral/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		p := "/proc/" + strconv.Itoa(pid)
+		if b, err := os.ReadFile(p + "/cmdline"); err == nil && strings.HasPrefix(string(b), "runsc-sandbox") {
+			// Above every stub's score: the kernel adds the score to the
+			// size, and the Sentry is no smaller than the stubs.
+			if err := os.WriteFile(p+"/oom_score_adj", []byte("1000"), 0); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no runsc-sandbox process in the cgroup of %s (%v)", id, pids)
+}
+
 // A process killed for memory in a sandbox that lives on is named: exit
 // 137, "killed: out of memory" from the CLI, and an oom event; the
 // sandbox runs on. gVisor: the host kills the process's stub in the
@@ -74,7 +105,13 @@ func TestOOMKilledProcess(t *testing.T) {
 	for _, rt := range []string{"gvisor", "vm"} {
 		t.Run(rt, func(t *testing.T) {
 			id := d.create("--runtime", rt, "--memory", "128")
-			for _, cmd := range [][]string{{"sh", "-c", grow}, {"python3", "-c", "a = []\nwhile True: a.append(bytearray(16 << 20))"}} {
+			cmds := [][]string{{"sh", "-c", grow}, {"python3", "-c", "a = []\nwhile True: a.append(bytearray(16 << 20))"}}
+			if rt == "gvisor" {
+				// One allocation the Sentry fills (a vm's kernel refuses it:
+				// MemoryError).
+				cmds = append(cmds, []string{"python3", "-c", "a = bytearray(400 << 20)"})
+			}
+			for _, cmd := range cmds {
 				_, errs, code := d.cli("", "exec", id, "--", cmd[0], cmd[1], cmd[2])
 				if code != 137 || !strings.Contains(errs, "corral: killed: out of memory (the sandbox's memory limit is 128 MiB)") {
 					t.Errorf("%s: exit %d, stderr %q; want 137 and killed: out of memory", cmd[0], code, errs)

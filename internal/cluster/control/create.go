@@ -37,12 +37,21 @@ const selectorField = "node_selector"
 
 // create places a sandbox of the native API (place).
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
-	body, req, name, err := s.readCreate(w, r)
+	body, req, spec, err := s.readCreate(w, r)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	a, err := s.place(r, createCall{req: req, name: name, path: "/v1/sandboxes", body: body, idOf: nativeID})
+	c := createCall{req: req, name: spec.Name, image: req.Image, path: "/v1/sandboxes", body: body, idOf: nativeID}
+	if spec.FromSnapshot != "" {
+		if c.locs, err = s.fromSnapshot(r.Context(), spec.FromSnapshot, &c.req); err != nil {
+			s.writeError(w, err)
+			return
+		}
+		// A restore takes no image or warm sandbox: no bonus.
+		c.req.Image, c.req.Warm, c.image = "", "", ""
+	}
+	a, err := s.place(r, c)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -57,22 +66,26 @@ func nativeID(body []byte) (id, name string) {
 	return sb.ID, sb.Name
 }
 
-// createCall is one create to place: what to reserve, and the node's
-// endpoint and body that carry it out (each face translates its own
-// create on the node, so the node's face stays the one source of truth).
+// createCall is one create to place: what to reserve, what the node must
+// hold first, and the node's endpoint and body that carry it out (each
+// face's create is translated by that face on the node, so the node's
+// face stays the one source of truth).
 type createCall struct {
-	req  store.Request
-	name string // "" for none
-	path string
-	body []byte
+	req   store.Request
+	name  string                   // "" for none
+	locs  []store.SnapshotLocation // where the snapshot it starts from is
+	image string                   // the image the node must hold ("": none)
+	path  string
+	body  []byte
 	// idOf reads the created sandbox's id and name from the node's 201.
 	idOf func([]byte) (id, name string)
 }
 
 // place places a create: it reserves room on a node (store.Reserve),
-// forwards the create there and binds the reservation to the sandbox's
-// id. A node that cannot be reached or is full is left for another. The
-// answer is the node's, to relay (its refusal of a bad spec included).
+// brings the snapshot or image there, forwards the create and binds the
+// reservation to the sandbox's id. A node that cannot be reached or is
+// full is left for another. The answer is the node's, to relay (its
+// refusal of a bad spec included).
 func (s *Server) place(r *http.Request, c createCall) (nodeAnswer, error) {
 	if c.name != "" {
 		// Checked again, atomically, when the placement is bound.
@@ -96,6 +109,20 @@ func (s *Server) place(r *http.Request, c createCall) (nodeAnswer, error) {
 			return nodeAnswer{}, err
 		}
 		tried = append(tried, p.Node.ID)
+		if c.locs != nil {
+			if err := s.ensureSnapshot(context.WithoutCancel(r.Context()), p.Node, c.locs); err != nil {
+				s.release(r.Context(), p)
+				last = err
+				s.log.WarnContext(r.Context(), "a node could not get the snapshot; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
+				continue
+			}
+		}
+		if err := s.ensureImage(r.Context(), p.Node, c.image); err != nil {
+			s.release(r.Context(), p)
+			last = err
+			s.log.WarnContext(r.Context(), "a node could not get a create's image; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
+			continue
+		}
 		resp, err := s.forwardCreate(r, p.Node, c.path, c.body)
 		if err != nil {
 			s.release(r.Context(), p)
@@ -111,39 +138,44 @@ func (s *Server) place(r *http.Request, c createCall) (nodeAnswer, error) {
 		}
 		return s.bind(r, p, resp, c.idOf)
 	}
+	if errors.Is(last, errdefs.ErrFailedPrecondition) {
+		// A snapshot no node tried can restore (another runtime
+		// version): said as the node said it.
+		return nodeAnswer{}, fmt.Errorf("creating a sandbox: the nodes tried (%v) cannot restore it: %w", tried, last)
+	}
 	return nodeAnswer{}, fmt.Errorf("%w: creating a sandbox: the nodes tried (%v) failed or refused it; the last: %v", errdefs.ErrUnavailable, tried, last)
 }
 
 // readCreate reads a create's body: the body for the node (without the
 // selector), what to reserve and the sandbox's name. The node validates the spec itself;
 // this reads only what placement needs.
-func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, store.Request, string, error) {
+func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, store.Request, apiv1.CreateSandboxRequest, error) {
+	var spec apiv1.CreateSandboxRequest
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCreateBody))
 	if err != nil {
-		return nil, store.Request{}, "", fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
+		return nil, store.Request{}, spec, fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return nil, store.Request{}, "", fmt.Errorf("%w: body: want a JSON object", errdefs.ErrInvalidArgument)
+		return nil, store.Request{}, spec, fmt.Errorf("%w: body: want a JSON object", errdefs.ErrInvalidArgument)
 	}
 	var labels map[string]string
 	if sel, ok := fields[selectorField]; ok {
 		if err := json.Unmarshal(sel, &labels); err != nil {
-			return nil, store.Request{}, "", errdefs.Invalid(selectorField, "want an object of string labels")
+			return nil, store.Request{}, spec, errdefs.Invalid(selectorField, "want an object of string labels")
 		}
 		for k, v := range labels {
 			if k == "" || len(k) > 63 || len(v) > 63 {
-				return nil, store.Request{}, "", errdefs.Invalid(selectorField, "label %q: a key of 1 to 63 bytes and a value of at most 63", k)
+				return nil, store.Request{}, spec, errdefs.Invalid(selectorField, "label %q: a key of 1 to 63 bytes and a value of at most 63", k)
 			}
 		}
 		delete(fields, selectorField)
 		if raw, err = json.Marshal(fields); err != nil {
-			return nil, store.Request{}, "", err
+			return nil, store.Request{}, spec, err
 		}
 	}
-	var spec apiv1.CreateSandboxRequest
 	if err := json.Unmarshal(raw, &spec); err != nil {
-		return nil, store.Request{}, "", fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
+		return nil, store.Request{}, spec, fmt.Errorf("%w: body: %v", errdefs.ErrInvalidArgument, err)
 	}
 	req := store.Request{Runtime: spec.Runtime, CPUMilli: milli(spec.CPU, sandbox.DefaultCPU), MemoryMB: orDefault(spec.MemoryMB, sandbox.DefaultMemoryMB),
 		DiskMB: orDefault(spec.DiskMB, sandbox.DefaultDiskMB), Labels: labels, FreshWithin: s.cfg.LostAfter}
@@ -151,9 +183,18 @@ func (s *Server) readCreate(w http.ResponseWriter, r *http.Request) ([]byte, sto
 		req.Runtime = sandbox.Runtimes[0]
 	}
 	if !slices.Contains(sandbox.Runtimes, req.Runtime) {
-		return nil, store.Request{}, "", errdefs.Invalid("runtime", "want one of %v, got %q", sandbox.Runtimes, req.Runtime)
+		return nil, store.Request{}, spec, errdefs.Invalid("runtime", "want one of %v, got %q", sandbox.Runtimes, req.Runtime)
 	}
-	return raw, req, spec.Name, nil
+	// Nodes that hold the image, or have a warm sandbox for it, first.
+	image := spec.Image
+	if image == "" {
+		image = "base"
+	}
+	req.Warm = store.WarmKey(req.Runtime, image)
+	if image != "base" {
+		req.Image = clusterRef(image)
+	}
+	return raw, req, spec, nil
 }
 
 func milli(cpu, def float64) int64 {

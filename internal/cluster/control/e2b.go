@@ -35,10 +35,12 @@ func (s *Server) e2bRoutes() http.Handler {
 	mux.HandleFunc("POST /v2/sandboxes", s.e2bAuth(s.e2bCreate))
 	mux.HandleFunc("GET /sandboxes", s.e2bAuth(s.e2bListV1))
 	mux.HandleFunc("GET /v2/sandboxes", s.e2bAuth(s.e2bListV2))
-	// Several sandboxes' metrics, and a fork (sandboxes the cluster has
-	// not placed), are not served yet.
+	// Several sandboxes' metrics, forks and snapshots (the node's E2B
+	// face would make them outside the cluster's records) are not served
+	// yet.
 	mux.HandleFunc("GET /sandboxes/metrics", s.e2bAuth(s.e2bNotServed))
 	mux.HandleFunc("POST /sandboxes/{id}/fork", s.e2bAuth(s.e2bNotServed))
+	mux.HandleFunc("POST /sandboxes/{id}/snapshots", s.e2bAuth(s.e2bNotServed))
 	mux.HandleFunc("/sandboxes/{id}", s.e2bAuth(s.e2bProxy))
 	mux.HandleFunc("/sandboxes/{id}/{rest...}", s.e2bAuth(s.e2bProxy))
 	mux.HandleFunc("/v2/sandboxes/{id}/{rest...}", s.e2bAuth(s.e2bProxy))

@@ -238,9 +238,10 @@ func TestE2BFace(t *testing.T) {
 	if resp.StatusCode != 404 || !strings.Contains(body, `"code":404`) || !strings.Contains(body, "sb-nosuch") {
 		t.Errorf("an unknown sandbox: %d %s", resp.StatusCode, body)
 	}
-	for _, p := range []string{"/e2b/snapshots", "/e2b/sandboxes/metrics"} {
-		if resp, body := e2bCall(t, srv, "GET", p, key, ""); resp.StatusCode != 400 || !strings.Contains(body, "not served") {
-			t.Errorf("GET %s: %d %s, want 400 naming it not served", p, resp.StatusCode, body)
+	for _, c := range []struct{ method, path string }{{"GET", "/e2b/snapshots"}, {"GET", "/e2b/sandboxes/metrics"},
+		{"POST", "/e2b/sandboxes/" + ids[1] + "/snapshots"}, {"POST", "/e2b/sandboxes/" + ids[1] + "/fork"}, {"DELETE", "/e2b/templates/x"}} {
+		if resp, body := e2bCall(t, srv, c.method, c.path, key, "{}"); resp.StatusCode != 400 || !strings.Contains(body, "not served") {
+			t.Errorf("%s %s: %d %s, want 400 naming it not served", c.method, c.path, resp.StatusCode, body)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -18,9 +19,16 @@ import (
 const partialHeader = "X-Corral-Missing-Nodes"
 
 // list merges the lists of every ready node, asked at once with the
-// caller's query. Lists are not paged across nodes: each node's page is
-// merged, and no next token is given.
+// caller's query, into one page (merge): each node gives its page of the
+// same size after the same position, and the merged page's next token
+// continues all of them. A node that does not answer is left out of the
+// page and named in partialHeader.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	page, err := readListPage(r.URL.Query())
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	ns, err := s.st.Nodes(r.Context())
 	if err != nil {
 		s.writeError(w, err)
@@ -28,7 +36,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	out := apiv1.SandboxList{Sandboxes: []apiv1.Sandbox{}}
+	var pages []apiv1.SandboxList
 	var missing []string
 	for _, n := range ns {
 		if n.State != store.NodeReady {
@@ -37,7 +45,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := s.listNode(r, n)
+			l, err := s.listNode(r, n, page)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -45,23 +53,28 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 				missing = append(missing, n.ID)
 				return
 			}
-			out.Sandboxes = append(out.Sandboxes, l.Sandboxes...)
+			pages = append(pages, l)
 		}()
 	}
 	wg.Wait()
 	if len(missing) > 0 {
 		w.Header().Set(partialHeader, strings.Join(missing, ","))
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, merge(pages, page.limit))
 }
 
-func (s *Server) listNode(r *http.Request, n store.Node) (apiv1.SandboxList, error) {
+func (s *Server) listNode(r *http.Request, n store.Node, page listPage) (apiv1.SandboxList, error) {
 	target, cred, err := s.nodeTarget(n)
 	if err != nil {
 		return apiv1.SandboxList{}, err
 	}
 	u := target.JoinPath("/v1/sandboxes")
-	u.RawQuery = r.URL.RawQuery
+	q := r.URL.Query()
+	q.Set("limit", strconv.Itoa(page.limit))
+	if page.next != "" {
+		q.Set("next", page.next)
+	}
+	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil)
 	if err != nil {
 		return apiv1.SandboxList{}, err

@@ -43,14 +43,18 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/cluster/nodes", s.auth(s.nodes))
 	s.mux.HandleFunc("POST /v1/cluster/nodes/{id}/drain", s.auth(s.drain(true)))
 	s.mux.HandleFunc("POST /v1/cluster/nodes/{id}/undrain", s.auth(s.drain(false)))
+	s.imageRoutes()
 	s.mux.HandleFunc("POST /v1/sandboxes", s.auth(s.create))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.list))
+	s.mux.HandleFunc("GET /v1/usage", s.auth(s.usage))
 	// Exposed ports authorise with the sandbox's port token on the node.
 	s.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{path...}", s.proxy(false))
 	s.mux.HandleFunc("GET /v1/sandboxes/{id}/tunnel/{port}", s.proxy(false))
-	// A fork makes sandboxes on the node with no placement: refused until
-	// the control plane places them (docs/CLUSTER.md).
-	s.mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.auth(s.notServed))
+	s.mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.auth(s.fork))
+	s.mux.HandleFunc("POST /v1/sandboxes/{id}/snapshots/memory", s.auth(s.snapshotMemory))
+	s.mux.HandleFunc("GET /v1/snapshots", s.auth(s.listSnapshots))
+	s.mux.HandleFunc("GET /v1/snapshots/{ref}", s.auth(s.getSnapshot))
+	s.mux.HandleFunc("DELETE /v1/snapshots/{ref}", s.auth(s.deleteSnapshot))
 	s.mux.HandleFunc("/v1/sandboxes/{id}", s.auth(s.proxy(true)))
 	s.mux.HandleFunc("/v1/sandboxes/{id}/{rest...}", s.auth(s.proxy(true)))
 	// E2B's control API, with E2B's key and error shape (e2b.go).
@@ -139,7 +143,7 @@ func (s *Server) drain(on bool) http.HandlerFunc {
 }
 
 func toAPINode(n store.Node, u store.Use) apiv1.ClusterNode {
-	c := apiv1.ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Draining: n.Draining, Runtimes: n.Runtimes, KVM: n.KVM,
+	c := apiv1.ClusterNode{ID: n.ID, Address: n.Address, State: n.State, Draining: n.Draining, Runtimes: n.Runtimes, RuntimeVersions: n.RuntimeVersions, KVM: n.KVM,
 		Labels: n.Labels, CPU: float64(n.CPUMilli) / 1000, MemoryMB: n.MemoryMB, DiskMB: n.DiskMB, MaxSandboxes: n.MaxSandboxes,
 		PlacedCPU: float64(u.CPUMilli) / 1000, PlacedMemoryMB: u.MemoryMB, PlacedDiskMB: u.DiskMB, Sandboxes: u.Sandboxes,
 		Heartbeat: n.Heartbeat.UTC().Format(time.RFC3339Nano)}

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,9 +64,16 @@ type Node struct {
 	st     *store.Store
 	m      *manager.Manager
 	cred   string
+	join   string // the join token: derives other nodes' credentials (images.go)
+	nonce  string // the credential's public half (identity)
 	token  string // the daemon's API token, used in process only
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	images *http.ServeMux
+	// What reportImages last sent, and the heartbeats counted (beat's
+	// goroutine only).
+	reported []byte
+	beats    int
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // Join registers the daemon of m (whose API token is token) and starts
@@ -89,8 +97,11 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), token: token}
-	if err := st.Register(ctx, n.record(id.Nonce)); err != nil {
+	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), nonce: id.Nonce, join: join, token: token}
+	n.images = n.imagesMux()
+	rec := n.record()
+	rec.RuntimeVersions = n.runtimeVersions(ctx)
+	if err := st.Register(ctx, rec); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -128,9 +139,10 @@ func loadIdentity(dir, name string) (identity, error) {
 	return id, nil
 }
 
-// record is the node as registered: the manager's admittable CPU and
-// memory and bound on sandboxes, the state dir's free disk now.
-func (n *Node) record(nonce string) store.Node {
+// record is the node as registered and as each heartbeat reports it: the
+// manager's admittable CPU and memory and bound on sandboxes, the state
+// dir's free disk now.
+func (n *Node) record() store.Node {
 	u := n.m.Usage()
 	var fs unix.Statfs_t
 	var diskMB int64
@@ -148,7 +160,20 @@ func (n *Node) record(nonce string) store.Node {
 	}
 	return store.Node{ID: n.cfg.Name, Address: n.cfg.Address, EnvdAddress: n.cfg.EnvdAddress, CPUMilli: cpu, MemoryMB: mem,
 		DiskMB: diskMB, MaxSandboxes: u.MaxSandboxes, Runtimes: n.m.Runtimes(), KVM: kvmErr == nil, Labels: n.cfg.Labels,
-		CredentialNonce: nonce, CredentialHash: nodeauth.Hash(n.cred)}
+		CredentialNonce: n.nonce, CredentialHash: nodeauth.Hash(n.cred)}
+}
+
+// runtimeVersions names the version of each runtime that takes memory
+// snapshots, registered at join (a runtime's version does not change
+// while the daemon runs): placement sends a restore only to a node of
+// the snapshot's version.
+func (n *Node) runtimeVersions(ctx context.Context) map[string]string {
+	v, err := n.m.RuntimeVersions(ctx)
+	if err != nil {
+		// Placement sends it no restore of that runtime's snapshots.
+		n.cfg.Log.Warn("reading the runtimes' versions for the cluster", "op", "cluster", "err", err)
+	}
+	return v
 }
 
 // unbounded stands for a resource the node's manager does not bound.
@@ -185,9 +210,14 @@ func (n *Node) beatOnce(ctx context.Context) error {
 			live = append(live, sb.ID)
 		}
 	}
-	reap, err := n.st.Heartbeat(ctx, n.cfg.Name, nodeauth.Hash(n.cred), live, placedGrace)
+	// The capacity goes with each beat: free disk and what the manager
+	// admits change while the node runs.
+	reap, err := n.st.Heartbeat(ctx, n.record(), live, placedGrace)
 	if err != nil {
 		return err
+	}
+	if err := n.reportImages(ctx); err != nil {
+		n.cfg.Log.Warn("reporting the node's images to the cluster", "op", "cluster", "node", n.cfg.Name, "err", err)
 	}
 	if len(reap) == 0 {
 		return nil
@@ -205,14 +235,20 @@ func (n *Node) beatOnce(ctx context.Context) error {
 // Handler lets a request carrying this node's credential through to h as
 // if it carried the API token (set in process, never on the wire), as a
 // bearer for the native API and as the E2B key for /e2b; other requests
-// reach h as they came.
+// reach h as they came. The node-internal endpoints (internalPrefix) open
+// with the credential only.
 func (n *Node) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if got := r.Header.Get(nodeauth.Header); got != "" {
+		internal := strings.HasPrefix(r.URL.Path, internalPrefix)
+		if got := r.Header.Get(nodeauth.Header); got != "" || internal {
 			if !nodeauth.Equal(got, n.cred) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusUnauthorized)
-				_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"wrong node credential"}}` + "\n"))
+				_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"wrong or missing node credential"}}` + "\n"))
+				return
+			}
+			if internal {
+				n.internal(w, r)
 				return
 			}
 			r.Header.Del(nodeauth.Header)

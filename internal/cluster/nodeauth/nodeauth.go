@@ -64,3 +64,17 @@ func ReadJoinToken(path string) (string, error) {
 	}
 	return tok, nil
 }
+
+// ImagesPath is where a node serves its images to the rest of the
+// cluster, among its node-internal endpoints (the credential only,
+// never the API token): GET {digest}
+// is the image's record, GET {digest}/layers/{layer} one of its layers
+// as a tar, and POST {digest}/fetch (a FetchRequest) makes the node
+// fetch the image from a node that holds it.
+const ImagesPath = "/v1/cluster/node/images/"
+
+// FetchRequest is the body of POST ImagesPath{digest}/fetch: the tags to
+// point at the image once fetched.
+type FetchRequest struct {
+	Tags []string `json:"tags,omitempty"`
+}

@@ -29,7 +29,7 @@ func (a *admin) close() { _ = a.conn.Close(context.Background()) }
 
 // reset empties the cluster's tables (the schema is store.Open's).
 func (a *admin) reset(ctx context.Context) error {
-	_, err := a.conn.Exec(ctx, `TRUNCATE placements, nodes`)
+	_, err := a.conn.Exec(ctx, `TRUNCATE snapshot_locations, node_images, node_warm, placements, nodes`)
 	if err != nil {
 		return fmt.Errorf("emptying the cluster's tables: %w", err)
 	}
@@ -122,7 +122,7 @@ func (a *admin) statements(ctx context.Context) ([]Statement, error) {
 // labels name the store's statements by a piece of their text; the
 // first match wins.
 var labels = []struct{ part, label string }{
-	{"cpu_milli - used_cpu_milli", "place: candidates, every eligible node in random order"},
+	{"cpu_milli - used_cpu_milli", "place: candidates, a sample from a random start in the place_key index"},
 	{"INSERT INTO placements", "place: admit, the node's counters and the reservation"},
 	{"SET id = $2", "place: bind the sandbox's id"},
 	{"UPDATE nodes SET heartbeat_at", "heartbeat: the node's row"},

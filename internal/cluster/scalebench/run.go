@@ -177,7 +177,7 @@ func (h *heartbeats) beat(ctx context.Context, s *store.Store, n *simNode, inter
 	defer t.Stop()
 	for {
 		t0 := time.Now()
-		if _, err := s.Heartbeat(ctx, n.id, n.hash, n.snapshot(), placedGrace); err != nil {
+		if _, err := s.Heartbeat(ctx, n.record(), n.snapshot(), placedGrace); err != nil {
 			if ctx.Err() == nil {
 				select {
 				case h.errs <- err:

@@ -91,6 +91,13 @@ func (n *simNode) add(id string) {
 	n.mu.Unlock()
 }
 
+// record is the node as it registers and heartbeats.
+func (n *simNode) record() store.Node {
+	return store.Node{ID: n.id, Address: "http://" + n.id + ".invalid", CPUMilli: nodeCPUMilli,
+		MemoryMB: nodeMemoryMB, DiskMB: nodeDiskMB, MaxSandboxes: nodeSlots, Runtimes: []string{runtimeName},
+		Labels: map[string]string{"zone": fmt.Sprintf("z%d", len(n.id)%3)}, CredentialNonce: "bench", CredentialHash: n.hash}
+}
+
 func (n *simNode) snapshot() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -167,9 +174,7 @@ func (c *Cluster) register(ctx context.Context, n int) error {
 			defer wg.Done()
 			s := c.pools[w%len(c.pools)]
 			for n := range work {
-				if err := s.Register(ctx, store.Node{ID: n.id, Address: "http://" + n.id + ".invalid", CPUMilli: nodeCPUMilli,
-					MemoryMB: nodeMemoryMB, DiskMB: nodeDiskMB, MaxSandboxes: nodeSlots, Runtimes: []string{runtimeName},
-					Labels: map[string]string{"zone": fmt.Sprintf("z%d", len(n.id)%3)}, CredentialNonce: "bench", CredentialHash: n.hash}); err != nil {
+				if err := s.Register(ctx, n.record()); err != nil {
 					errs <- err
 					return
 				}

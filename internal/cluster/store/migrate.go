@@ -56,7 +56,57 @@ var migrations = []string{
 	CREATE INDEX placements_node_live ON placements (node_id) WHERE state IN ('reserved', 'placed', 'ending');
 	CREATE INDEX placements_node_lost ON placements (node_id) WHERE state = 'lost' AND NOT reaped;
 	CREATE UNIQUE INDEX placements_placed_name ON placements (name) WHERE state IN ('placed', 'ending');`,
-	// 2: where a node serves E2B's envd face ('': it does not).
+	// 2: each node's random position in the placement sample (candidates
+	// walk its index from a random start; place.go). ADD COLUMN evaluates
+	// a volatile default for every existing row. Every admission and
+	// heartbeat rewrites a node's row: room left on each page lets those
+	// be heap-only updates, which add no index entries for the walk to
+	// step over.
+	`ALTER TABLE nodes ADD COLUMN place_key double precision NOT NULL DEFAULT random();
+	CREATE INDEX nodes_place_key ON nodes (place_key);
+	ALTER TABLE nodes SET (fillfactor = 50);`,
+	// 3: where memory snapshots are (snapshots.go), and the nodes' runtime versions.
+	`CREATE TABLE snapshot_locations (
+		snapshot_id     text NOT NULL,
+		node_id         text NOT NULL REFERENCES nodes (id),
+		name            text,
+		runtime         text NOT NULL,
+		runtime_version text NOT NULL,
+		size_bytes      bigint NOT NULL,
+		-- The snapshot's public record (apiv1.Snapshot) as its first node
+		-- answered it.
+		record          jsonb NOT NULL,
+		created_at      timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (snapshot_id, node_id)
+	);
+	CREATE INDEX snapshot_locations_name ON snapshot_locations (name) WHERE name IS NOT NULL;
+	-- Each runtime's version on the node (runtime -> version): a memory
+	-- snapshot restores only where its runtime's version is the same.
+	ALTER TABLE nodes ADD COLUMN runtime_versions jsonb NOT NULL DEFAULT '{}';`,
+	// 4: which node holds which image, and each node's ready warm
+	// sandboxes (images.go), in tables of their own: placement finds the
+	// nodes with a bonus through their indexes, and a report does not
+	// rewrite the nodes row.
+	`CREATE TABLE node_images (
+		node_id    text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		digest     text NOT NULL,
+		tags       text[] NOT NULL DEFAULT '{}',
+		size       bigint NOT NULL DEFAULT 0,
+		-- When the row last changed: a heartbeat that no longer lists
+		-- an image drops it only once this is older than a grace.
+		updated_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (node_id, digest)
+	);
+	CREATE INDEX node_images_digest ON node_images (digest);
+	CREATE INDEX node_images_tags ON node_images USING gin (tags);
+	-- The node's warm pools with sandboxes ready, by "runtime/image".
+	CREATE TABLE node_warm (
+		node_id text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		key     text NOT NULL,
+		ready   integer NOT NULL CHECK (ready > 0),
+		PRIMARY KEY (key, node_id)
+	);`,
+	// 5: where a node serves E2B's envd face ('': it does not).
 	`ALTER TABLE nodes ADD COLUMN envd_address text NOT NULL DEFAULT ''`,
 }
 

@@ -25,14 +25,18 @@ type Node struct {
 	// a control plane's envd face passes requests on to.
 	EnvdAddress string
 	// Capacity: what the node admits (its admittable CPU and memory, its
-	// free disk at join and its bound on live sandboxes).
+	// free disk and its bound on live sandboxes), as of its last
+	// heartbeat.
 	CPUMilli     int64
 	MemoryMB     int64
 	DiskMB       int64
 	MaxSandboxes int
 	Runtimes     []string
-	KVM          bool
-	Labels       map[string]string
+	// RuntimeVersions names each runtime's version (what a memory
+	// snapshot records); empty for a node that did not say.
+	RuntimeVersions map[string]string
+	KVM             bool
+	Labels          map[string]string
 	// CredentialNonce is public: with the join token it derives the
 	// node's credential (nodeauth); CredentialHash is that credential's
 	// SHA-256, so the database never holds the credential itself.
@@ -45,12 +49,12 @@ type Node struct {
 }
 
 const nodeColumns = `id, address, cpu_milli, memory_mb, disk_mb, max_sandboxes, runtimes, kvm, labels,
-	credential_nonce, credential_hash, state, draining, heartbeat_at, lost_at, envd_address`
+	credential_nonce, credential_hash, state, draining, heartbeat_at, lost_at, runtime_versions, envd_address`
 
 func scanNode(row pgx.Row) (Node, error) {
 	var n Node
 	err := row.Scan(&n.ID, &n.Address, &n.CPUMilli, &n.MemoryMB, &n.DiskMB, &n.MaxSandboxes, &n.Runtimes, &n.KVM, &n.Labels,
-		&n.CredentialNonce, &n.CredentialHash, &n.State, &n.Draining, &n.Heartbeat, &n.LostAt, &n.EnvdAddress)
+		&n.CredentialNonce, &n.CredentialHash, &n.State, &n.Draining, &n.Heartbeat, &n.LostAt, &n.RuntimeVersions, &n.EnvdAddress)
 	return n, err
 }
 
@@ -61,14 +65,18 @@ func (s *Store) Register(ctx context.Context, n Node) error {
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
 	}
+	if n.RuntimeVersions == nil {
+		n.RuntimeVersions = map[string]string{}
+	}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO nodes (`+nodeColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'ready', false, now(), NULL, $12)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'ready', false, now(), NULL, $12, $13)
 		ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, envd_address = EXCLUDED.envd_address, cpu_milli = EXCLUDED.cpu_milli,
 			memory_mb = EXCLUDED.memory_mb, disk_mb = EXCLUDED.disk_mb, max_sandboxes = EXCLUDED.max_sandboxes,
-			runtimes = EXCLUDED.runtimes, kvm = EXCLUDED.kvm, labels = EXCLUDED.labels, heartbeat_at = now()
+			runtimes = EXCLUDED.runtimes, kvm = EXCLUDED.kvm, labels = EXCLUDED.labels,
+			runtime_versions = EXCLUDED.runtime_versions, heartbeat_at = now()
 		WHERE nodes.credential_hash = EXCLUDED.credential_hash`,
 		n.ID, n.Address, n.CPUMilli, n.MemoryMB, n.DiskMB, n.MaxSandboxes, n.Runtimes, n.KVM, n.Labels,
-		n.CredentialNonce, n.CredentialHash, n.EnvdAddress)
+		n.CredentialNonce, n.CredentialHash, n.RuntimeVersions, n.EnvdAddress)
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", n.ID, err)
 	}
@@ -78,19 +86,23 @@ func (s *Store) Register(ctx context.Context, n Node) error {
 	return nil
 }
 
-// Heartbeat records that node id (proving itself with its credential's
-// hash) is alive and runs the sandboxes live. A lost node that beats
-// again is ready again. Placements of the node that are no longer live
+// Heartbeat records that node n (n.ID, proving itself with
+// n.CredentialHash) is alive, has n's capacity (CPU, memory, free disk,
+// bound on sandboxes, runtimes, KVM: what its host admits now, which
+// changes without a restart) and runs the sandboxes live. A lost node
+// that beats again is ready again. Placements of the node that are no longer live
 // end: ending ones at once, placed ones bound more than grace ago (a
 // create may have finished after the node listed its sandboxes). It returns the
 // sandboxes the cluster gave up on while the node was lost, which the
 // node must terminate and then report with Reaped.
-func (s *Store) Heartbeat(ctx context.Context, id, credHash string, live []string, grace time.Duration) ([]string, error) {
+func (s *Store) Heartbeat(ctx context.Context, n Node, live []string, grace time.Duration) ([]string, error) {
+	id := n.ID
 	var reap []string
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, `UPDATE nodes SET heartbeat_at = now(), state = 'ready', lost_at = NULL
-			WHERE id = $1 AND credential_hash = $2`, id, credHash)
+			tag, err := tx.Exec(ctx, `UPDATE nodes SET heartbeat_at = now(), state = 'ready', lost_at = NULL,
+				cpu_milli = $3, memory_mb = $4, disk_mb = $5, max_sandboxes = $6, runtimes = $7, kvm = $8
+			WHERE id = $1 AND credential_hash = $2`, id, n.CredentialHash, n.CPUMilli, n.MemoryMB, n.DiskMB, n.MaxSandboxes, n.Runtimes, n.KVM)
 			if err != nil {
 				return err
 			}

@@ -27,16 +27,23 @@ const (
 
 // Request is what a create asks of a node.
 type Request struct {
-	Runtime  string
-	CPUMilli int64
-	MemoryMB int64
-	DiskMB   int64
+	Runtime string
+	// RuntimeVersion, when set, is the version of Runtime the node must
+	// run (a restore from a memory snapshot).
+	RuntimeVersion string
+	CPUMilli       int64
+	MemoryMB       int64
+	DiskMB         int64
 	// Labels the node must carry (all of them, equal values).
 	Labels map[string]string
 	// Exclude are nodes not to try (one that just failed the create).
 	Exclude []string
 	// FreshWithin: only nodes that beat this recently.
 	FreshWithin time.Duration
+	// Image (a digest or a normalized name:tag; may be empty) and Warm
+	// (a WarmKey) earn a node a bonus: one that holds the image, or has
+	// a warm sandbox ready for it, is preferred among those with room.
+	Image, Warm string
 }
 
 // Placement is where a sandbox is (or a reservation for one).
@@ -50,8 +57,10 @@ type Placement struct {
 }
 
 // Reserve places r: among the ready nodes that carry its runtime and
-// labels and have room, two at random, and the one with more free memory
-// (power of two choices), admitted by one atomic statement that adds r to
+// labels and have room, a few (r's image's holders when any is eligible,
+// else a sample), of those with the highest bonus (a warm sandbox ready
+// for r, r's image held) two at random, and the one with more free
+// memory (power of two choices), admitted by one atomic statement that adds r to
 // the node's counters only where they stay within its capacity (the row
 // lock makes control instances reserving at once wait for each other and
 // re-check), so no node is ever overcommitted. A node that filled up
@@ -66,6 +75,7 @@ func (s *Store) Reserve(ctx context.Context, r Request) (Placement, error) {
 		if len(cands) == 0 {
 			break
 		}
+		cands = bestBonus(cands)
 		c := cands[pick(cands)]
 		p, ok, err := s.admit(ctx, c.id, r)
 		if err != nil {
@@ -76,18 +86,31 @@ func (s *Store) Reserve(ctx context.Context, r Request) (Placement, error) {
 		}
 		exclude = append(exclude, c.id)
 	}
-	return Placement{}, fmt.Errorf("%w: no ready node has room for a %s sandbox of %d milli-CPU and %d MiB of memory%s",
-		errdefs.ErrResourceExhausted, r.Runtime, r.CPUMilli, r.MemoryMB, labelsNote(r.Labels))
+	return Placement{}, fmt.Errorf("%w: no ready node has room for a %s%s sandbox of %d milli-CPU and %d MiB of memory%s",
+		errdefs.ErrResourceExhausted, r.Runtime, versionNote(r.RuntimeVersion), r.CPUMilli, r.MemoryMB, labelsNote(r.Labels))
 }
 
 // maxAdmitTries bounds the nodes one Reserve tries to admit on.
 const maxAdmitTries = 8
+
+func versionNote(v string) string {
+	if v == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (version %q)", v)
+}
 
 func labelsNote(l map[string]string) string {
 	if len(l) == 0 {
 		return ""
 	}
 	return fmt.Sprintf(" and labels %v", l)
+}
+
+// bestBonus is the candidates that share the highest bonus.
+func bestBonus(c []free) []free {
+	top := slices.MaxFunc(c, func(a, b free) int { return a.bonus - b.bonus }).bonus
+	return slices.DeleteFunc(slices.Clone(c), func(f free) bool { return f.bonus != top })
 }
 
 // pick is the power of two choices: the fuller of two random candidates
@@ -107,12 +130,36 @@ func pick(c []free) int {
 	return a
 }
 
-// sampleSize is how many fitting nodes, at random, a placement chooses
-// among: two are compared, the rest are spares should those fill first.
+// sampleSize is how many fitting nodes a placement chooses among: two
+// of those with the highest bonus are compared, the rest are spares
+// should those fill first.
 const sampleSize = 4
 
 // fitsSQL is the room condition, on a nodes row, for $cpu, $mem.
 const fitsSQL = `used_cpu_milli + $%[1]d <= cpu_milli AND used_memory_mb + $%[2]d <= memory_mb AND used_sandboxes < max_sandboxes`
+
+// eligibleSQL is the rest of a candidate's condition: ready, fresh within
+// $1 seconds, with runtime $2, labels $3, not one of $4 and room for $5
+// milli-CPU and $6 MiB.
+var eligibleSQL = `state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
+	AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND ` + fmt.Sprintf(fitsSQL, 5, 6) + `
+	AND ($9 = '' OR runtime_versions @> jsonb_build_object($2::text, $9::text))`
+
+// candidatesSQL samples the nodes from a random start ($8) in the
+// place_key index (each node's random position): the first $7 eligible
+// ones at or after it, then, wrapping around, before it. It reads only
+// as many rows as it takes to meet that many eligible ones (a handful
+// when most nodes have room), where sorting every eligible node at
+// random read them all; and it finds a node with room whenever one
+// exists, which a page sample (TABLESAMPLE) would not. A node is drawn
+// about in proportion to the gap before its key, a bias the two choices
+// among the sample even out (store_test checks the spread).
+var candidatesSQL = `(SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb FROM nodes
+		WHERE place_key >= $8 AND ` + eligibleSQL + ` ORDER BY place_key LIMIT $7)
+	UNION ALL
+	(SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb FROM nodes
+		WHERE place_key < $8 AND ` + eligibleSQL + ` ORDER BY place_key LIMIT $7)
+	LIMIT $7`
 
 // candidates are a few random nodes that could take r now (ready, fresh,
 // with its runtime and labels, with room), with what they have left.
@@ -120,7 +167,8 @@ const fitsSQL = `used_cpu_milli + $%[1]d <= cpu_milli AND used_memory_mb + $%[2]
 // sandboxes. Disk is recorded and reported but not a bound: a sandbox's
 // disk_mb caps a sparse layer, it is not allocated, and a node does not
 // refuse by it either (with the 10 GiB default, a node's free disk would
-// otherwise hold a handful).
+// otherwise hold a handful). Admission re-checks the room atomically
+// (admit): a sample is only where to try.
 func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]free, error) {
 	labels := r.Labels
 	if labels == nil {
@@ -129,29 +177,59 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 	if exclude == nil {
 		exclude = []string{}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb
-		FROM nodes
-		WHERE state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
-			AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND `+fmt.Sprintf(fitsSQL, 5, 6)+`
-		ORDER BY random() LIMIT $7`, seconds(r.FreshWithin), r.Runtime, labels, exclude, r.CPUMilli, r.MemoryMB, sampleSize)
+	if r.Image != "" {
+		// The eligible nodes that hold the image, if any: found through
+		// node_images' indexes, so a create reads those nodes' rows only.
+		rows, err := s.pool.Query(ctx, holdersSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
+			r.CPUMilli, r.MemoryMB, sampleSize, r.Warm, r.RuntimeVersion, r.Image)
+		if err != nil {
+			return nil, fmt.Errorf("placing a sandbox: %w", err)
+		}
+		out, err := pgx.CollectRows(rows, scanFree)
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+	}
+	rows, err := s.pool.Query(ctx, sampleSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
+		r.CPUMilli, r.MemoryMB, sampleSize, mrand.Float64(), r.RuntimeVersion, r.Warm)
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (free, error) {
-		var f free
-		err := row.Scan(&f.id, &f.cpu, &f.mem)
-		return f, err
-	})
+	out, err := pgx.CollectRows(rows, scanFree)
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
 	return out, nil
 }
 
-// free is what a candidate node has left.
+func scanFree(row pgx.CollectableRow) (free, error) {
+	var f free
+	return f, row.Scan(&f.id, &f.cpu, &f.mem, &f.bonus)
+}
+
+// warmSQL is 2 for a node (id) with a warm sandbox ready for $%d (a
+// WarmKey; node_warm's primary key), else 0.
+const warmSQL = `(CASE WHEN EXISTS (SELECT 1 FROM node_warm w WHERE w.key = $%d AND w.node_id = id) THEN 2 ELSE 0 END)`
+
+// holdersSQL is a random few of the eligible nodes that hold the image
+// $10 (a digest or a tag), each with its bonus: 1, plus 2 with a warm
+// sandbox ready for $8. node_images' indexes find them: a create reads
+// the holders' rows only.
+var holdersSQL = `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb, 1 + ` + fmt.Sprintf(warmSQL, 8) + `
+	FROM nodes WHERE id IN (SELECT node_id FROM node_images WHERE digest = $10 OR $10 = ANY(tags))
+		AND ` + eligibleSQL + ` ORDER BY random() LIMIT $7`
+
+// sampleSQL is the candidate walk (candidatesSQL), each node with its
+// bonus: 2 with a warm sandbox ready for $10 (an empty $10 matches none).
+// The bonus is looked up for the sampled nodes only, so it orders the
+// sample and never widens what a create reads.
+var sampleSQL = `SELECT id, cpu, mem, ` + fmt.Sprintf(warmSQL, 10) + ` FROM (` + candidatesSQL + `) c (id, cpu, mem)`
+
+// free is what a candidate node has left, and its bonus for the request.
 type free struct {
 	id       string
 	cpu, mem int64
+	bonus    int
 }
 
 // admit reserves r on node id if it still has room: one statement adds r

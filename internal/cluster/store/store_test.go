@@ -249,7 +249,7 @@ func TestPlacementLabelsAndLoss(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, `UPDATE nodes SET heartbeat_at = now() - interval '1 hour' WHERE id = 'a'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Heartbeat(ctx, "b", b.CredentialHash, nil, time.Hour); err != nil {
+	if _, err := s.Heartbeat(ctx, b, nil, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	lost, err := s.MarkLost(ctx, time.Minute)
@@ -263,23 +263,23 @@ func TestPlacementLabelsAndLoss(t *testing.T) {
 		t.Fatalf("placed on the lost node: %+v, %v", p, err)
 	}
 	// a returns: it is told to reap sb-one, and once it has, is not again.
-	reap, err := s.Heartbeat(ctx, "a", a.CredentialHash, []string{"sb-one"}, time.Hour)
+	reap, err := s.Heartbeat(ctx, a, []string{"sb-one"}, time.Hour)
 	if err != nil || len(reap) != 1 || reap[0] != "sb-one" {
 		t.Fatalf("reap %v, %v; want [sb-one]", reap, err)
 	}
 	if err := s.Reaped(ctx, "a", reap); err != nil {
 		t.Fatal(err)
 	}
-	if reap, err := s.Heartbeat(ctx, "a", a.CredentialHash, nil, time.Hour); err != nil || len(reap) != 0 {
+	if reap, err := s.Heartbeat(ctx, a, nil, time.Hour); err != nil || len(reap) != 0 {
 		t.Fatalf("reap again %v, %v", reap, err)
 	}
-	if _, err := s.Heartbeat(ctx, "a", "wrong", nil, time.Hour); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := s.Heartbeat(ctx, func() Node { w := a; w.CredentialHash = "wrong"; return w }(), nil, time.Hour); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("heartbeat with a wrong credential: %v", err)
 	}
 	checkCounters(t, s)
 	// b no longer runs what was placed on it (grace 0): the heartbeat
 	// ends those placements and frees the room.
-	if _, err := s.Heartbeat(ctx, "b", b.CredentialHash, nil, 0); err != nil {
+	if _, err := s.Heartbeat(ctx, b, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	checkCounters(t, s)
@@ -336,7 +336,7 @@ func TestEndingHoldsRoomUntilGone(t *testing.T) {
 		live []string
 		want int
 	}{{[]string{"sb-e"}, 1}, {nil, 0}} {
-		if _, err := s.Heartbeat(ctx, "a", n.CredentialHash, c.live, time.Hour); err != nil {
+		if _, err := s.Heartbeat(ctx, n, c.live, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		if uses, _ := s.Uses(ctx); uses["a"].Sandboxes != c.want {

@@ -6,33 +6,41 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"corral/internal/cgroups"
 )
 
 // When a sandbox reaches its memory limit the host's OOM killer picks a
-// process of its cgroup by resident size. Under gVisor that cgroup holds
-// runsc's sandbox process (the Sentry: the sandbox's kernel), its gofer,
-// and one stub process per guest address space. Most of the guest's
-// memory is a file the Sentry owns and maps only in part, so the Sentry
-// and the stub of the guest process that grew often weigh about the
-// same: the kernel then killed the Sentry as often as the stub, ending the
-// whole sandbox where one guest process should have died.
+// process of its cgroup by resident size. Under gVisor (systrap) that
+// cgroup holds runsc's sandbox process (the Sentry: the sandbox's kernel),
+// its gofer, and stub processes: one group per guest address space, and
+// one stub factory that every later group is cloned from (the Sentry is
+// made their parent, but they inherit the factory's OOM score). Most of
+// the guest's memory is a file the Sentry owns and maps only in part, so
+// the Sentry, the agent's stubs and the stubs of the process that grew
+// often weigh about the same: the kernel then ended the whole sandbox,
+// or took its agent, where one guest process should have died.
 //
-// stubOOMScoreAdj is the oom_score_adj every stub gets, so that the host
-// always takes a guest process (the largest stub) first and the sandbox
-// lives on; only when no stub is left does it take the Sentry. Raising a
-// score needs no privilege (lowering the Sentry's would need
-// CAP_SYS_RESOURCE, which a daemon in a container may lack). Stubs are
-// cloned by a stub (CLONE_PARENT makes the Sentry their parent), so the
-// ones made later inherit the score.
-const stubOOMScoreAdj = 1000
+// So, once runsc has started or restored a sandbox, its stubs get scores
+// that order the choice: the factory (and so every process started
+// later: execs, their children) the most, the stubs already there (the
+// agent; after a restore, the processes restored with it) less, and
+// runsc's own processes keep 0. The host then takes a later guest
+// process first, the agent next, the Sentry last. Raising a score needs
+// no privilege (lowering the Sentry's would need CAP_SYS_RESOURCE, which
+// a daemon in a container may lack).
+const (
+	laterOOMScoreAdj = 1000
+	ownOOMScoreAdj   = 500
+)
 
-// favourStubsForOOM gives every stub process of sandbox id the score
-// above: every process of its cgroup except runsc's own (the Sentry, the
-// gofer, a runsc command at work), which its state file names and whose
-// command line begins with "runsc". Processes that end meanwhile are
+// favourStubsForOOM scores the stub processes of sandbox id as above.
+// runsc's processes are those its state file names and those whose
+// command line begins with "runsc" (a stub has none of its own); the
+// factory is the stub whose parent is the Sentry and which has no child
+// (each address space's group has one). Processes that end meanwhile are
 // skipped.
 func (r *Runtime) favourStubsForOOM(id string) error {
 	pids, err := cgroups.Procs(r.cgroup(id))
@@ -44,12 +52,23 @@ func (r *Runtime) favourStubsForOOM(id string) error {
 	for _, p := range procs {
 		keep[p.pid] = true
 	}
-	var errs []error
+	parent := map[int]int{}
+	hasChild := map[int]bool{}
 	for _, pid := range pids {
 		if keep[pid] || isRunsc(pid) {
+			keep[pid] = true
 			continue
 		}
-		if err := setOOMScoreAdj(pid, stubOOMScoreAdj); err != nil {
+		parent[pid] = ppidOf(pid)
+		hasChild[parent[pid]] = true
+	}
+	var errs []error
+	for pid, pp := range parent {
+		adj := ownOOMScoreAdj
+		if keep[pp] && !hasChild[pid] {
+			adj = laterOOMScoreAdj
+		}
+		if err := setOOMScoreAdj(pid, adj); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -57,10 +76,29 @@ func (r *Runtime) favourStubsForOOM(id string) error {
 }
 
 // isRunsc reports whether pid runs runsc (its argv[0] is runsc's, such as
-// runsc-sandbox or runsc-gofer). A stub has no command line of its own.
+// runsc-sandbox or runsc-gofer).
 func isRunsc(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return err == nil && bytes.HasPrefix(b, []byte("runsc"))
+}
+
+// ppidOf is pid's parent (field 4 of /proc/<pid>/stat), or 0.
+func ppidOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	pp, _ := strconv.Atoi(f[1])
+	return pp
 }
 
 // setOOMScoreAdj writes adj as pid's oom_score_adj; a process that has

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"corral/internal/cgroups"
@@ -169,6 +170,9 @@ func (r *Runtime) continueIncoming(ctx context.Context, ref runtime.Ref) error {
 	if err := q.waitMigration(ctx); err != nil {
 		return fmt.Errorf("loading the saved state: %w", err)
 	}
+	if err := markReplug(ref); err != nil {
+		return err
+	}
 	if _, err = q.exec("cont", nil); err != nil {
 		return err
 	}
@@ -181,18 +185,26 @@ func (r *Runtime) continueIncoming(ctx context.Context, ref runtime.Ref) error {
 // resetAgentChannel replugs the agent's virtio-serial port. The port's
 // state came back with the migration (connected to a host that went with
 // the old QEMU), and QEMU then stalls the channel after its first bytes;
-// a new port starts clean, and the agent finds it by name.
+// a new port starts clean, and the agent finds it by name. A port already
+// removed (by a replug whose daemon was killed before it added the new
+// one) is only added. Its end removes the replug mark (markReplug).
 func (r *Runtime) resetAgentChannel(q *qmp, ref runtime.Ref) error {
-	if _, err := q.exec("device_del", map[string]string{"id": agentPortID}); err != nil {
+	_, err := q.exec("device_del", map[string]string{"id": agentPortID})
+	switch {
+	case err == nil:
+		// The removal completes asynchronously: wait for its event.
+		if err := q.waitDeviceDeleted(agentPortID, 10*time.Second); err != nil {
+			return err
+		}
+	case !strings.Contains(err.Error(), "not found"):
 		return err
 	}
-	// The removal completes asynchronously: wait for its event.
-	if err := q.waitDeviceDeleted(agentPortID, 10*time.Second); err != nil {
-		return err
-	}
-	_, err := q.exec("device_add", map[string]string{"driver": "virtserialport", "bus": "vser.0",
+	_, err = q.exec("device_add", map[string]string{"driver": "virtserialport", "bus": "vser.0",
 		"chardev": "agent", "name": vminit.AgentPort, "id": agentPortID})
-	return err
+	if err != nil {
+		return err
+	}
+	return unmarkReplug(ref)
 }
 
 // kickEvery is the period of the balloon's statistics requests, an

@@ -54,11 +54,35 @@ func guestRuns(ctx context.Context, ref runtime.Ref) bool {
 	return err == nil && st == "running"
 }
 
+// replugFile marks a guest whose agent port needs replugging: written
+// before a memory snapshot stops the guest and before a restored guest
+// is let run, removed once the port is new (resetAgentChannel). A daemon
+// killed in between (the guest may run again already, its port stalled
+// or gone) leaves it for the next daemon's runGuest.
+const replugFile = "replug-agent-port"
+
+func markReplug(ref runtime.Ref) error {
+	return os.WriteFile(filepath.Join(ref.Dir, replugFile), nil, 0o600)
+}
+
+func unmarkReplug(ref runtime.Ref) error {
+	if err := os.Remove(filepath.Join(ref.Dir, replugFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func replugMarked(ref runtime.Ref) bool {
+	_, err := os.Stat(filepath.Join(ref.Dir, replugFile))
+	return err == nil
+}
+
 // runGuest, before the daemon talks to a live guest, lets it run again if
 // a save the daemon did not finish left it stopped: it cancels a migration
-// still under way, continues the guest and replugs the agent's port (a
-// migration stalls it). A guest that runs loses the paused mark and the
-// state file of a resume a daemon was killed in after the guest ran.
+// still under way and continues the guest; and it replugs the agent's
+// port when a save or restore was stopped before it did (replugFile: a
+// migration stalls the port). A guest that runs loses the paused mark and
+// the state file of a resume a daemon was killed in after the guest ran.
 func (r *Runtime) runGuest(ctx context.Context, ref runtime.Ref) error {
 	if pid, ok := readPid(ref.Dir); !ok || !qemuAlive(pid, ref.Dir) {
 		return nil
@@ -72,18 +96,22 @@ func (r *Runtime) runGuest(ctx context.Context, ref runtime.Ref) error {
 	if err != nil {
 		return err
 	}
-	if st == "running" {
+	replug := replugMarked(ref)
+	switch {
+	case st == "running" && !replug:
 		return removeStale(ref)
-	}
-	if !stoppedForSave[st] {
+	case st != "running" && !stoppedForSave[st]:
 		return nil // not ours to change (shut down, panicked, ...)
-	}
-	r.log.Warn("continuing a guest an unfinished save left stopped", "sandbox", ref.ID, "qemu_state", st)
-	if err := settleMigration(ctx, q); err != nil {
-		return err
-	}
-	if _, err := q.exec("cont", nil); err != nil {
-		return err
+	case st != "running":
+		r.log.Warn("continuing a guest an unfinished save left stopped", "sandbox", ref.ID, "qemu_state", st)
+		if err := settleMigration(ctx, q); err != nil {
+			return err
+		}
+		if _, err := q.exec("cont", nil); err != nil {
+			return err
+		}
+	default:
+		r.log.Warn("replugging the agent port an unfinished save or restore left stalled", "sandbox", ref.ID)
 	}
 	if err := r.resetAgentChannel(q, ref); err != nil {
 		return err

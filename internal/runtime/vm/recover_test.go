@@ -36,6 +36,33 @@ func TestInterruptedSave(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A memory snapshot killed after it let the guest run again, before
+	// or midway through replugging the agent's port.
+	ranAgain := func(unplug bool) func(t *testing.T, ref runtime.Ref) {
+		return func(t *testing.T, ref runtime.Ref) {
+			if err := markReplug(ref); err != nil {
+				t.Fatal(err)
+			}
+			save(t, ref)
+			q, err := dialQMP(ctx, filepath.Join(ref.Dir, qmpSock))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.close()
+			if _, err := q.exec("cont", nil); err != nil {
+				t.Fatal(err)
+			}
+			if !unplug {
+				return
+			}
+			if _, err := q.exec("device_del", map[string]string{"id": agentPortID}); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.waitDeviceDeleted(agentPortID, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	tests := []struct {
 		name  string
 		after func(t *testing.T, ref runtime.Ref) // what the killed daemon got done after ending the session
@@ -51,6 +78,8 @@ func TestInterruptedSave(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, runtime.StatePaused},
+		{"let run, port stalled", ranAgain(false), runtime.StateRunning},
+		{"let run, port unplugged", ranAgain(true), runtime.StateRunning},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,7 +122,7 @@ func TestInterruptedSave(t *testing.T) {
 			if b, _ := io.ReadAll(rc); string(b) != "kept\n" {
 				t.Errorf("the file reads %q", b)
 			}
-			for _, f := range []string{pausedFile, stateFile} {
+			for _, f := range []string{pausedFile, stateFile, replugFile} {
 				if _, err := os.Stat(filepath.Join(ref.Dir, f)); err == nil {
 					t.Errorf("%s is left in the directory of a running guest", f)
 				}

@@ -46,6 +46,11 @@ func (r *Runtime) SaveSnapshot(ctx context.Context, ref runtime.Ref, dir string)
 		return fmt.Errorf("snapshotting %s: %w", ref.ID, err)
 	}
 	defer q.close()
+	// From here until the port is replugged, a daemon killed midway
+	// leaves work for the next one's Dial (runGuest).
+	if err := markReplug(ref); err != nil {
+		return fmt.Errorf("snapshotting %s: %w", ref.ID, err)
+	}
 	if _, err := q.exec("stop", nil); err != nil {
 		return fmt.Errorf("snapshotting %s: %w", ref.ID, err)
 	}
