@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"corral/internal/cluster/pgtest"
 )
 
 // TestClusterE2B runs the e2b SDK's project (test/e2b-js, the official
@@ -34,18 +31,9 @@ func TestClusterE2B(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := pgtest.Start(t)
-	dir := t.TempDir()
-	joinFile, tokenFile := filepath.Join(dir, "join"), filepath.Join(dir, "token")
 	// E2B's SDKs want a key of e2b_ and hex.
-	token := "0123456789abcdef0123456789abcdef"
-	if err := os.WriteFile(joinFile, []byte("join-token-0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cluster := []string{"--cluster-db", db, "--join-token-file", joinFile, "--node-lost-after", "10s"}
+	tc := newTestCluster(t, "0123456789abcdef0123456789abcdef", "10s")
+	token, cluster := tc.token, tc.args
 	// Each node serves its envd face on a port of its own (a later flag
 	// wins over startClusterNode's --envd-listen ""); it registers the
 	// address (--node-address's host, this port). The SDK's files keep
@@ -53,7 +41,7 @@ func TestClusterE2B(t *testing.T) {
 	n1 := startClusterNode(t, "n1", 3, append(cluster, "--envd-listen", freeAddr(t), "--max-sandboxes", "8"))
 	n2 := startClusterNode(t, "n2", 4, append(cluster, "--envd-listen", freeAddr(t), "--max-sandboxes", "8"))
 	envd := freeAddr(t)
-	c := startControl(t, append([]string{"--token-file", tokenFile, "--envd-listen", envd}, cluster...), token)
+	c := startControl(t, tc.controlArgs("--envd-listen", envd), token)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

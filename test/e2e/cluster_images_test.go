@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"corral/internal/cluster/nodeauth"
-	"corral/internal/cluster/pgtest"
 	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 )
@@ -29,20 +28,11 @@ func TestClusterImages(t *testing.T) {
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
-	db := pgtest.Start(t)
-	dir := t.TempDir()
-	joinFile, tokenFile := filepath.Join(dir, "join"), filepath.Join(dir, "token")
-	join, token := "join-token-0123456789abcdef", "control-token-0123456789abcdef"
-	if err := os.WriteFile(joinFile, []byte(join+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cluster := []string{"--cluster-db", db, "--join-token-file", joinFile, "--node-lost-after", "10s"}
+	tc := newTestCluster(t, "control-token-0123456789abcdef", "10s")
+	join, token, cluster := tc.join, tc.token, tc.args
 	n1 := startClusterNode(t, "n1", 3, append(cluster, "--node-label", "role=a"))
 	n2 := startClusterNode(t, "n2", 4, append(cluster, "--node-label", "role=b"))
-	c := startControl(t, append([]string{"--token-file", tokenFile}, cluster...), token)
+	c := startControl(t, tc.controlArgs(), token)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	clusterWait(t, 30*time.Second, "both nodes ready", func() bool {

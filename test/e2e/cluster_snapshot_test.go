@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"corral/internal/cluster/nodeauth"
-	"corral/internal/cluster/pgtest"
 	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 )
@@ -30,19 +29,10 @@ func TestClusterSnapshots(t *testing.T) {
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
-	db := pgtest.Start(t)
-	dir := t.TempDir()
-	joinFile, tokenFile := filepath.Join(dir, "join"), filepath.Join(dir, "token")
-	token := "control-token-0123456789abcdef"
-	if err := os.WriteFile(joinFile, []byte("join-token-0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cluster := []string{"--cluster-db", db, "--join-token-file", joinFile, "--node-lost-after", "10s"}
+	tc := newTestCluster(t, "control-token-0123456789abcdef", "10s")
+	cluster := tc.args
 	nodes := map[string]*daemon{"n3": startClusterNode(t, "n3", 3, cluster), "n4": startClusterNode(t, "n4", 4, cluster)}
-	c := startControl(t, append([]string{"--token-file", tokenFile}, cluster...), token)
+	c := startControl(t, tc.controlArgs(), tc.token)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	nodeOf := func(id string) string {
@@ -123,7 +113,7 @@ func TestClusterSnapshots(t *testing.T) {
 	// A node refuses, with the node credential, a snapshot of another
 	// runtime version (409 naming both) and an entry outside the
 	// snapshot's files (400).
-	versions := importStatus(t, ctx, nodes[other], "join-token-0123456789abcdef", `{"snapshot":{"ID":"snap-zzzzzzzzzzzzzzzz","Runtime":"gvisor","RuntimeVersion":"runsc-from-another-year","AgentProtocol":1}}`, "files/x")
+	versions := importStatus(t, ctx, nodes[other], tc.join, `{"snapshot":{"ID":"snap-zzzzzzzzzzzzzzzz","Runtime":"gvisor","RuntimeVersion":"runsc-from-another-year","AgentProtocol":1}}`, "files/x")
 	if versions.status != http.StatusConflict || !strings.Contains(versions.body, "runsc-from-another-year") {
 		t.Errorf("an import of another runtime version: %d %s; want 409 naming it", versions.status, versions.body)
 	}
@@ -131,7 +121,7 @@ func TestClusterSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	escape := importStatus(t, ctx, nodes[home], "join-token-0123456789abcdef", `{"snapshot":{"ID":"snap-yyyyyyyyyyyyyyyy","Runtime":"gvisor","RuntimeVersion":"`+good.RuntimeVersion+`","AgentProtocol":`+fmt.Sprint(good.AgentProtocol)+`}}`, "files/../../escape")
+	escape := importStatus(t, ctx, nodes[home], tc.join, `{"snapshot":{"ID":"snap-yyyyyyyyyyyyyyyy","Runtime":"gvisor","RuntimeVersion":"`+good.RuntimeVersion+`","AgentProtocol":`+fmt.Sprint(good.AgentProtocol)+`}}`, "files/../../escape")
 	if escape.status != http.StatusBadRequest || !strings.Contains(escape.body, "not a path inside") {
 		t.Errorf("an import with an entry outside its files: %d %s; want 400", escape.status, escape.body)
 	}

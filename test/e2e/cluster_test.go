@@ -170,6 +170,37 @@ func getOnceListening(t *testing.T, u string) (int, string) {
 	return status, body
 }
 
+// testCluster is what every role of a test cluster is given: a
+// throwaway PostgreSQL, the join token's file and the control planes'
+// token file.
+type testCluster struct {
+	join, token, tokenFile string
+	args                   []string // --cluster-db, --join-token-file, --node-lost-after
+}
+
+// newTestCluster starts the database and writes the files; nodes are
+// lost after lostAfter silent.
+func newTestCluster(t *testing.T, token, lostAfter string) testCluster {
+	t.Helper()
+	db := pgtest.Start(t)
+	dir := t.TempDir()
+	c := testCluster{join: "join-token-0123456789abcdef", token: token, tokenFile: filepath.Join(dir, "token")}
+	joinFile := filepath.Join(dir, "join")
+	for f, v := range map[string]string{joinFile: c.join, c.tokenFile: token} {
+		if err := os.WriteFile(f, []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.args = []string{"--cluster-db", db, "--join-token-file", joinFile, "--node-lost-after", lostAfter}
+	return c
+}
+
+// controlArgs are a control plane's flags: the token file, extra, and the
+// cluster's.
+func (c testCluster) controlArgs(extra ...string) []string {
+	return append(append([]string{"--token-file", c.tokenFile}, extra...), c.args...)
+}
+
 // TestCluster: a real PostgreSQL, two nodes and two control planes on one
 // host. Creates through both controls spread over both nodes; exec, files,
 // a PTY, an exposed port and the CLI through a control reach the
@@ -182,20 +213,11 @@ func TestCluster(t *testing.T) {
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
-	db := pgtest.Start(t)
-	dir := t.TempDir()
-	joinFile, tokenFile := filepath.Join(dir, "join"), filepath.Join(dir, "token")
-	token := "control-token-0123456789abcdef"
-	if err := os.WriteFile(joinFile, []byte("join-token-0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cluster := []string{"--cluster-db", db, "--join-token-file", joinFile, "--node-lost-after", "4s"}
+	tc := newTestCluster(t, "control-token-0123456789abcdef", "4s")
+	token, cluster := tc.token, tc.args
 	n1 := startClusterNode(t, "n1", 1, cluster)
 	n2 := startClusterNode(t, "n2", 2, cluster)
-	ctlArgs := append([]string{"--token-file", tokenFile}, cluster...)
+	ctlArgs := tc.controlArgs()
 	a, b := startControl(t, ctlArgs, token), startControl(t, ctlArgs, token)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
