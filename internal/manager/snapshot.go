@@ -261,18 +261,7 @@ func (s Snapshots) restorable(ctx context.Context, spec *sandbox.Spec) (*sandbox
 // checkRestorable refuses a snapshot this daemon cannot restore, saying
 // why.
 func (m *Manager) checkRestorable(ctx context.Context, rec *sandbox.Snapshot) error {
-	rt := m.cfg.Runtimes[rec.Runtime]
-	if rt == nil {
-		return fmt.Errorf("%w: snapshot %s was taken by runtime %q, which this daemon does not run", errdefs.ErrFailedPrecondition, rec.ID, rec.Runtime)
-	}
-	if _, ok := rt.(runtime.Snapshotter); !ok {
-		return fmt.Errorf("%w: runtime %s cannot restore memory snapshots", errdefs.ErrNotSupported, rec.Runtime)
-	}
-	v, err := m.runtimeVersion(ctx, rt)
-	if err != nil {
-		return err
-	}
-	if err := sameRuntime(rec, v); err != nil {
+	if err := m.checkCompatible(ctx, rec); err != nil {
 		return err
 	}
 	if _, err := os.Stat(rec.Dir); err != nil {

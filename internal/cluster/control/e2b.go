@@ -129,16 +129,7 @@ func e2bID(body []byte) (id, name string) {
 // the sandbox gives its room back.
 func (s *Server) e2bProxy(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	p, err := s.st.Lookup(r.Context(), id)
-	if err != nil {
-		s.e2bError(w, err)
-		return
-	}
-	if p.State == store.Lost {
-		s.e2bError(w, lostError(p))
-		return
-	}
-	target, cred, err := s.nodeTarget(p.Node)
+	p, target, cred, err := s.placedTarget(r.Context(), id)
 	if err != nil {
 		s.e2bError(w, err)
 		return

@@ -22,16 +22,7 @@ import (
 func (s *Server) proxy(credential bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		p, err := s.st.Lookup(r.Context(), id)
-		if err != nil {
-			s.writeError(w, err)
-			return
-		}
-		if p.State == store.Lost {
-			s.writeError(w, lostError(p))
-			return
-		}
-		target, cred, err := s.nodeTarget(p.Node)
+		p, target, cred, err := s.placedTarget(r.Context(), id)
 		if err != nil {
 			s.writeError(w, err)
 			return
@@ -64,6 +55,20 @@ func (s *Server) proxy(credential bool) http.HandlerFunc {
 		fullDuplex(w)
 		rp.ServeHTTP(w, r)
 	}
+}
+
+// placedTarget is sandbox id's placement, its node's API base URL and
+// the credential that opens it; a lost sandbox is lostError.
+func (s *Server) placedTarget(ctx context.Context, id string) (store.Placement, *url.URL, string, error) {
+	p, err := s.st.Lookup(ctx, id)
+	if err != nil {
+		return p, nil, "", err
+	}
+	if p.State == store.Lost {
+		return p, nil, "", lostError(p)
+	}
+	target, cred, err := s.nodeTarget(p.Node)
+	return p, target, cred, err
 }
 
 // lostError is the answer for a sandbox whose node was lost.
