@@ -86,7 +86,8 @@ type createCall struct {
 // reservation to the sandbox's id. A node that cannot be reached or is
 // full is left for another. The answer is the node's, to relay (its
 // refusal of a bad spec included).
-func (s *Server) place(r *http.Request, c createCall) (nodeAnswer, error) {
+func (s *Server) place(r *http.Request, c createCall) (a nodeAnswer, err error) {
+	defer func(start time.Time) { s.met.createDone(start, err) }(time.Now())
 	if c.name != "" {
 		// Checked again, atomically, when the placement is bound.
 		if taken, err := s.st.NameTaken(r.Context(), c.name); err != nil || taken {
@@ -113,13 +114,15 @@ func (s *Server) place(r *http.Request, c createCall) (nodeAnswer, error) {
 			if err := s.ensureSnapshot(context.WithoutCancel(r.Context()), p.Node, c.locs); err != nil {
 				s.release(r.Context(), p)
 				last = err
-				s.log.WarnContext(r.Context(), "a node could not get the snapshot; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
+				s.met.retried.Inc()
+			s.log.WarnContext(r.Context(), "a node could not get the snapshot; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
 				continue
 			}
 		}
 		if err := s.ensureImage(r.Context(), p.Node, c.image); err != nil {
 			s.release(r.Context(), p)
 			last = err
+			s.met.retried.Inc()
 			s.log.WarnContext(r.Context(), "a node could not get a create's image; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
 			continue
 		}
@@ -127,12 +130,14 @@ func (s *Server) place(r *http.Request, c createCall) (nodeAnswer, error) {
 		if err != nil {
 			s.release(r.Context(), p)
 			last = err
+			s.met.retried.Inc()
 			s.log.WarnContext(r.Context(), "a node failed a create; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
 			continue
 		}
 		if resp.status == http.StatusTooManyRequests || resp.status == http.StatusServiceUnavailable {
 			s.release(r.Context(), p)
 			last = fmt.Errorf("node %s refused it (%d): %s", p.Node.ID, resp.status, bytes.TrimSpace(resp.body))
+			s.met.retried.Inc()
 			s.log.InfoContext(r.Context(), "a node refused a create; trying another", "op", "cluster", "node", p.Node.ID, "status", resp.status)
 			continue
 		}

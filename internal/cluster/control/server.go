@@ -25,12 +25,13 @@ type Server struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	client *http.Client // to nodes
+	met    *controlMetrics
 }
 
 func newServer(st *store.Store, token, join string, cfg Config) *Server {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	s := &Server{st: st, token: token, join: join, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(), client: &http.Client{Transport: tr}}
+	s := &Server{st: st, token: token, join: join, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(), client: &http.Client{Transport: tr}, met: newControlMetrics(st)}
 	s.routes()
 	return s
 }
@@ -47,6 +48,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sandboxes", s.auth(s.create))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.list))
 	s.mux.HandleFunc("GET /v1/usage", s.auth(s.usage))
+	s.mux.HandleFunc("GET /metrics", s.auth(s.met.handler().ServeHTTP))
 	// Exposed ports authorise with the sandbox's port token on the node.
 	s.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{path...}", s.proxy(false))
 	s.mux.HandleFunc("GET /v1/sandboxes/{id}/tunnel/{port}", s.proxy(false))
