@@ -78,12 +78,12 @@ func walkAudit(ctx context.Context, c *corral.Client, q corral.AuditQuery, limit
 			if err := fn(e); err != nil {
 				return err
 			}
-			q.After = e.Seq
 			n++
 		}
 		if page.Next == "" || limit > 0 && n >= limit {
 			return nil
 		}
+		q.Next = page.Next // a daemon's or a control plane's position
 	}
 }
 

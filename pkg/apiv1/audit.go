@@ -39,4 +39,24 @@ type AuditReport struct {
 	Entries int64       `json:"entries"`
 	Head    string      `json:"head"`
 	Broken  *AuditBreak `json:"broken,omitempty"`
+	// Nodes, through a cluster's control plane, is each node's report
+	// (each node keeps its own chain); the rest then sums them, and
+	// Broken is the first node's break.
+	Nodes map[string]AuditReport `json:"nodes,omitempty"`
+}
+
+// NodeAuditEntry is an entry of a cluster's trail, through a control
+// plane: a node's entry (each node keeps its own hash chain) and the
+// node's id.
+type NodeAuditEntry struct {
+	Node string `json:"node"`
+	AuditEntry
+}
+
+// NodeAuditPage is GET /v1/audit through a control plane: the nodes'
+// entries merged oldest first. Next continues every node's trail (send it
+// back as after=).
+type NodeAuditPage struct {
+	Entries []NodeAuditEntry `json:"entries"`
+	Next    string           `json:"next,omitempty"`
 }

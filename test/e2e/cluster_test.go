@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,6 +152,57 @@ func checkClusterUsage(ctx context.Context, t *testing.T, c *controlPlane, nodes
 	}
 }
 
+// checkClusterAudit pages the audit trail through control c by 3: every
+// entry of every node's own trail once, naming its node; the CLI's log
+// and verify through it work.
+func checkClusterAudit(ctx context.Context, t *testing.T, c *controlPlane, token string, nodes ...*daemon) {
+	t.Helper()
+	want := 0
+	for _, n := range nodes {
+		page, err := n.client.Audit(ctx, corral.AuditQuery{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += len(page.Entries)
+	}
+	seen := map[string]bool{}
+	byNode := map[string]int{}
+	for after := ""; ; {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+c.addr+"/v1/audit?limit=3&after="+url.QueryEscape(after), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page apiv1.NodeAuditPage
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || len(page.Entries) > 3 {
+			t.Fatalf("audit page through a control: %d, %d entries, %v", resp.StatusCode, len(page.Entries), err)
+		}
+		for _, e := range page.Entries {
+			k := fmt.Sprintf("%s/%d", e.Node, e.Seq)
+			if seen[k] {
+				t.Errorf("audit entry %s twice", k)
+			}
+			seen[k] = true
+			byNode[e.Node]++
+		}
+		if page.Next == "" {
+			break
+		}
+		after = page.Next
+	}
+	if len(seen) < want || byNode["n1"] == 0 || byNode["n2"] == 0 {
+		t.Errorf("audit through a control: %d entries %v, want the nodes' %d from both", len(seen), byNode, want)
+	}
+	cli := viaCLI(t, c, token)
+	if out := cli.mustCLI("audit", "log", "--limit", "5"); strings.Count(out, "\n") != 5 {
+		t.Errorf("corral audit log --limit 5 through a control:\n%s", out)
+	}
+	cli.mustCLI("audit", "verify")
+}
+
 // getOnceListening GETs u, an exposed port's URL, once a server listens
 // there (it starts in the background), and returns the answer's status
 // and body.
@@ -278,6 +331,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("merged list: %d sandboxes, %v; want 4", len(merged), err)
 	}
 	checkClusterUsage(ctx, t, a, n1, n2)
+	checkClusterAudit(ctx, t, b, token, n1, n2)
 
 	// A file written through one control is read on the sandbox's own
 	// node; exec and a PTY through the other see it.

@@ -48,6 +48,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sandboxes", s.auth(s.create))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.list))
 	s.mux.HandleFunc("GET /v1/usage", s.auth(s.usage))
+	s.mux.HandleFunc("GET /v1/audit", s.auth(s.auditPage))
+	s.mux.HandleFunc("GET /v1/audit/verify", s.auth(s.auditVerify))
+	s.mux.HandleFunc("GET /v1/audit/export", s.auth(s.auditExport))
 	s.mux.HandleFunc("GET /metrics", s.auth(s.met.handler().ServeHTTP))
 	// Exposed ports authorise with the sandbox's port token on the node.
 	s.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{path...}", s.proxy(false))

@@ -14,8 +14,12 @@ type AuditQuery struct {
 	Sandbox string   // id or name
 	Since   string   // RFC 3339 or a duration back from now ("24h")
 	Kinds   []string // any of these kinds
-	After   int64    // continue after this seq (AuditPage.Next)
-	Limit   int      // at most this many (1 to 1000; 0: the daemon's default)
+	After   int64    // continue after this seq (a daemon's AuditPage.Next)
+	// Next continues from a page's Next, a daemon's or a cluster control
+	// plane's (whose token holds every node's position); it takes
+	// precedence over After.
+	Next  string
+	Limit int // at most this many (1 to 1000; 0: the daemon's default)
 }
 
 func (q AuditQuery) values() url.Values {
@@ -29,7 +33,9 @@ func (q AuditQuery) values() url.Values {
 	for _, k := range q.Kinds {
 		v.Add("kind", k)
 	}
-	if q.After > 0 {
+	if q.Next != "" {
+		v.Set("after", q.Next)
+	} else if q.After > 0 {
 		v.Set("after", strconv.FormatInt(q.After, 10))
 	}
 	if q.Limit > 0 {
