@@ -332,6 +332,7 @@ func TestCluster(t *testing.T) {
 	}
 	checkClusterUsage(ctx, t, a, n1, n2)
 	checkClusterAudit(ctx, t, b, token, n1, n2)
+	checkClusterMCP(ctx, t, a, token)
 
 	// A file written through one control is read on the sandbox's own
 	// node; exec and a PTY through the other see it.

@@ -46,8 +46,11 @@ type Config struct {
 	// LostAfter is how long a node may be silent before it is marked
 	// lost (default 30 s).
 	LostAfter time.Duration
-	Version   string
-	Log       *slog.Logger
+	// MCPMaxTimeout bounds the lifetime of a sandbox created through
+	// /mcp (mcp.DefaultMaxTimeout when zero).
+	MCPMaxTimeout time.Duration
+	Version       string
+	Log           *slog.Logger
 }
 
 // Run serves until ctx ends.

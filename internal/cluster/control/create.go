@@ -115,7 +115,7 @@ func (s *Server) place(r *http.Request, c createCall) (a nodeAnswer, err error) 
 				s.release(r.Context(), p)
 				last = err
 				s.met.retried.Inc()
-			s.log.WarnContext(r.Context(), "a node could not get the snapshot; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
+				s.log.WarnContext(r.Context(), "a node could not get the snapshot; trying another", "op", "cluster", "node", p.Node.ID, "err", err)
 				continue
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"corral/internal/cluster/store"
 	"corral/internal/errdefs"
+	"corral/internal/mcp"
 	"corral/internal/reqid"
 	"corral/pkg/apiv1"
 )
@@ -48,6 +49,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sandboxes", s.auth(s.create))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.list))
 	s.mux.HandleFunc("GET /v1/usage", s.auth(s.usage))
+	// MCP's tools call this control plane's own API in process, so their
+	// sandboxes are placed and reached as any caller's.
+	s.mux.Handle("/mcp", mcp.HTTPHandler(mcp.InProcessClient(s.mux, s.token),
+		mcp.Options{Version: s.cfg.Version, MaxTimeout: s.cfg.MCPMaxTimeout}, s.token))
 	s.mux.HandleFunc("GET /v1/audit", s.auth(s.auditPage))
 	s.mux.HandleFunc("GET /v1/audit/verify", s.auth(s.auditVerify))
 	s.mux.HandleFunc("GET /v1/audit/export", s.auth(s.auditExport))
