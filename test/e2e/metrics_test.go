@@ -142,7 +142,13 @@ func TestPrometheusMetrics(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &e); err != nil || status != http.StatusNotFound || e.Error.RequestID == "" {
 		t.Fatalf("error answer %d %s", status, body)
 	}
-	if !loggedJSON(d.log.String(), e.Error.RequestID) {
+	// The request's log line is written once its answer is sent: the
+	// answer may reach us first.
+	logged := false
+	for deadline := time.Now().Add(10 * time.Second); !logged && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		logged = loggedJSON(d.log.String(), e.Error.RequestID)
+	}
+	if !logged {
 		t.Errorf("request id %s not in the daemon's JSON log", e.Error.RequestID)
 	}
 

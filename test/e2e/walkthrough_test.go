@@ -58,7 +58,7 @@ func TestAdopterWalkthrough(t *testing.T) {
 		t.Fatalf("the walkthrough failed: %v", err)
 	}
 	// What the README says it prints, in order.
-	want := []string{"200\n", "hi from a local index\n", "1024\t/tmp/big\n", "ended: exit "}
+	want := []string{"200\n", "hi from a local index\n", "1024\t/tmp/big\n", "ended: exit 137\n"}
 	rest := out.String()
 	for _, w := range want {
 		i := strings.Index(rest, w)
@@ -67,8 +67,9 @@ func TestAdopterWalkthrough(t *testing.T) {
 		}
 		rest = rest[i+len(w):]
 	}
-	// The last sandbox's end is named as an OOM, as the README says.
-	if e := errb.String(); !strings.Contains(e, "the sandbox ended (oom): out of memory (the sandbox's memory limit is 128 MiB)") {
+	// The program is killed for memory, and that is said, as the README
+	// says.
+	if e := errb.String(); !strings.Contains(e, "killed: out of memory (the sandbox's memory limit is 128 MiB)") {
 		t.Errorf("the walkthrough's OOM is not named as one; stderr:\n%s", e)
 	}
 }

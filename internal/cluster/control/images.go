@@ -243,6 +243,7 @@ func (s *Server) onNode(watch imageWatcher) http.HandlerFunc {
 				return nil
 			},
 		}
+		fullDuplex(w) // a build's body may still be on its way when its progress starts
 		rp.ServeHTTP(w, r)
 	}
 }
