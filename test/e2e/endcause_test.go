@@ -72,27 +72,30 @@ func TestEndCauses(t *testing.T) {
 	}
 }
 
-// sentryFirstForOOM raises the oom_score_adj of gVisor sandbox id's
-// Sentry above its stubs', so that the host's OOM killer ends the whole
-// sandbox.
+// sentryFirstForOOM makes gVisor sandbox id's Sentry the host OOM
+// killer's certain first choice, so that the whole sandbox ends: the
+// Sentry's oom_score_adj to 1000, every other process's (stubs, the
+// factory later processes inherit theirs from, the gofer) back to 0.
 func sentryFirstForOOM(t *testing.T, id string) {
 	t.Helper()
 	pids, err := cgroups.Procs("/corral/" + id)
 	if err != nil {
 		t.Fatal(err)
 	}
+	found := false
 	for _, pid := range pids {
 		p := "/proc/" + strconv.Itoa(pid)
+		adj := "0"
 		if b, err := os.ReadFile(p + "/cmdline"); err == nil && strings.HasPrefix(string(b), "runsc-sandbox") {
-			// Above every stub's score: the kernel adds the score to the
-			// size, and the Sentry is no smaller than the stubs.
-			if err := os.WriteFile(p+"/oom_score_adj", []byte("1000"), 0); err != nil {
-				t.Fatal(err)
-			}
-			return
+			adj, found = "1000", true
+		}
+		if err := os.WriteFile(p+"/oom_score_adj", []byte(adj), 0); err != nil && !os.IsNotExist(err) {
+			t.Fatalf("oom_score_adj of %d: %v", pid, err)
 		}
 	}
-	t.Fatalf("no runsc-sandbox process in the cgroup of %s (%v)", id, pids)
+	if !found {
+		t.Fatalf("no runsc-sandbox process in the cgroup of %s (%v)", id, pids)
+	}
 }
 
 // A process killed for memory in a sandbox that lives on is named: exit
