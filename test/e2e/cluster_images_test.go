@@ -202,6 +202,7 @@ func clusterCopySteps(t *testing.T, c *controlPlane, token string, n1, n2 *daemo
 			t.Fatalf("%s in the sandbox on n2: exit %d %q; want %q", path, code, out, want)
 		}
 	}
+	clusterSnapshotImage(t, c, sb.ID, n1, n2)
 	if _, err := c.client.Terminate(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +222,57 @@ func clusterCopySteps(t *testing.T, c *controlPlane, token string, n1, n2 *daemo
 		if k.Node != "n1" && k.Node != "n2" {
 			t.Fatalf("a kept item names no node: %+v", k)
 		}
+	}
+}
+
+// clusterSnapshotImage: a memory snapshot of sandbox id (on n2, of an
+// image n1 lacks) is restored on n2, which holds it, when nothing else
+// decides; a restore placed on n1 has the snapshot's image fetched there
+// along with the snapshot.
+func clusterSnapshotImage(t *testing.T, c *controlPlane, id string, n1, n2 *daemon) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := c.client.WriteFile(ctx, id, "/tmp/mark", strings.NewReader("before the snapshot"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sn, err := c.client.SnapshotMemory(ctx, id, "of-fetched")
+	if err != nil {
+		t.Fatalf("a memory snapshot through the control plane: %v", err)
+	}
+	restore := func(body string) apiv1.Sandbox {
+		t.Helper()
+		var sb apiv1.Sandbox
+		status, out := clusterCall(t, c, "POST", "/v1/sandboxes", body)
+		if status != http.StatusCreated || json.Unmarshal([]byte(out), &sb) != nil {
+			t.Fatalf("a create from the snapshot (%s): %d %s", body, status, out)
+		}
+		return sb
+	}
+	for range 3 {
+		sb := restore(`{"from_snapshot":"of-fetched","timeout":300}`)
+		if _, err := n2.client.Get(ctx, sb.ID); err != nil {
+			t.Fatalf("a restore went to another node than n2, which holds the snapshot: %v", err)
+		}
+		if _, err := c.client.Terminate(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n1.client.Image(ctx, sn.Image); err == nil {
+		t.Fatalf("n1 holds image %s already", sn.Image)
+	}
+	sb := restore(`{"from_snapshot":"of-fetched","timeout":300,"node_selector":{"role":"a"}}`)
+	if _, err := n1.client.Get(ctx, sb.ID); err != nil {
+		t.Fatalf("the restore is not on n1: %v", err)
+	}
+	out, _, code := viaCLI(t, c, c.token).cli("", "exec", sb.ID, "--", "cat", "/tmp/mark", "/opt/fetched/hello.txt")
+	if code != 0 || out != "before the snapshotfetched from n1\n" {
+		t.Fatalf("the restore on n1: exit %d %q", code, out)
+	}
+	if _, err := c.client.Terminate(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.RemoveSnapshot(ctx, sn.ID); err != nil {
+		t.Fatal(err)
 	}
 }
 
