@@ -269,7 +269,7 @@ func (s *Server) bind(r *http.Request, p store.Placement, a nodeAnswer, idOf fun
 		return nodeAnswer{}, fmt.Errorf("%w: node %s answered a create with no sandbox id", errdefs.ErrUnavailable, p.Node.ID)
 	}
 	ctx := context.WithoutCancel(r.Context())
-	if err := s.st.Bind(ctx, p.ID, id, name); err != nil {
+	if err := s.st.BindRecord(ctx, p.ID, id, name, s.recordOf(ctx, p.Node, id, a.body)); err != nil {
 		// Its node was lost meanwhile, or another create took the
 		// name: what the node made goes, and its room.
 		s.release(ctx, p)

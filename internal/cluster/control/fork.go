@@ -136,7 +136,7 @@ func (s *Server) forkCopies(ctx context.Context, p store.Placement, parent apiv1
 		return nil, err
 	}
 	for i, c := range copies {
-		if err := s.st.Bind(ctx, c.rsv.ID, c.id, ""); err != nil {
+		if err := s.st.BindRecord(ctx, c.rsv.ID, c.id, "", recordJSON(c.sb)); err != nil {
 			for _, b := range copies[:i] {
 				s.removeOnNode(ctx, b.rsv.Node, b.id)
 				if err := s.st.End(ctx, b.id); err != nil {

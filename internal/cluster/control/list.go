@@ -2,96 +2,49 @@ package control
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
-	"sync"
+	"time"
 
-	"corral/internal/cluster/nodeauth"
 	"corral/internal/cluster/store"
 	"corral/pkg/apiv1"
 )
 
-// partialHeader names the nodes a merged list is missing (they did not
-// answer), so a caller can tell a short list from a partial one.
+// partialHeader names the nodes a merged answer (usage, audit, E2B's
+// lists) is missing (they did not answer), so a caller can tell a short
+// answer from a partial one.
 const partialHeader = "X-Corral-Missing-Nodes"
 
-// list merges the lists of every ready node, asked at once with the
-// caller's query, into one page (merge): each node gives its page of the
-// same size after the same position, and the merged page's next token
-// continues all of them. A node that does not answer is left out of the
-// page and named in partialHeader.
+// list is GET /v1/sandboxes: a page of the sandboxes placed through the
+// control planes, read from the cluster database (store.ListSandboxes),
+// with a node's query and answer: no node is asked. Each is its record
+// as last recorded, in its state as its node last said it; one whose
+// node was lost is listed as lost.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	page, err := readListPage(r.URL.Query())
+	f, err := readListFilter(r.URL.Query())
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	ns, err := s.st.Nodes(r.Context())
+	ls, next, err := s.st.ListSandboxes(r.Context(), f)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var pages []apiv1.SandboxList
-	var missing []string
-	for _, n := range ns {
-		if n.State != store.NodeReady {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := s.listNode(r, n, page)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				s.log.WarnContext(r.Context(), "a node's list failed", "op", "cluster", "node", n.ID, "err", err)
-				missing = append(missing, n.ID)
-				return
-			}
-			pages = append(pages, l)
-		}()
+	out := apiv1.SandboxList{Sandboxes: make([]apiv1.Sandbox, 0, len(ls)), Next: cursorToken(next)}
+	for _, l := range ls {
+		out.Sandboxes = append(out.Sandboxes, listedSandbox(l))
 	}
-	wg.Wait()
-	if len(missing) > 0 {
-		w.Header().Set(partialHeader, strings.Join(missing, ","))
-	}
-	writeJSON(w, http.StatusOK, merge(pages, page.limit))
+	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) listNode(r *http.Request, n store.Node, page listPage) (apiv1.SandboxList, error) {
-	target, cred, err := s.nodeTarget(n)
-	if err != nil {
-		return apiv1.SandboxList{}, err
+// listedSandbox is l as a list shows it: its recorded record, or what its
+// placement says of it when it was bound without one, in its list state.
+func listedSandbox(l store.Listed) apiv1.Sandbox {
+	var sb apiv1.Sandbox
+	if l.Record == nil || json.Unmarshal(l.Record, &sb) != nil || sb.ID != l.ID {
+		sb = apiv1.Sandbox{ID: l.ID, Name: l.Name, Runtime: l.Runtime, CPU: float64(l.CPUMilli) / 1000,
+			MemoryMB: l.MemoryMB, DiskMB: l.DiskMB, CreatedAt: time.Unix(0, l.CreatedNS).UTC()}
 	}
-	u := target.JoinPath("/v1/sandboxes")
-	q := r.URL.Query()
-	q.Set("limit", strconv.Itoa(page.limit))
-	if page.next != "" {
-		q.Set("next", page.next)
-	}
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil)
-	if err != nil {
-		return apiv1.SandboxList{}, err
-	}
-	req.Header.Set(nodeauth.Header, cred)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return apiv1.SandboxList{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return apiv1.SandboxList{}, fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	var l apiv1.SandboxList
-	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
-		return apiv1.SandboxList{}, err
-	}
-	return l, nil
+	sb.State = l.State
+	return sb
 }

@@ -49,6 +49,9 @@ func (s *Server) proxy(credential bool) http.HandlerFunc {
 				if r.Method == http.MethodDelete && r.URL.Path == "/v1/sandboxes/"+id {
 					s.noteDelete(context.WithoutCancel(r.Context()), p.ID, resp.StatusCode)
 				}
+				if changesRecord(r.Method, r.URL.Path, id) {
+					s.noteRecord(context.WithoutCancel(r.Context()), p.ID, resp)
+				}
 				return nil
 			},
 		}

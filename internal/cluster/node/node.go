@@ -206,15 +206,17 @@ func (n *Node) beatOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var live []string
+	var live []store.Live
 	for _, sb := range sbs {
 		if !sb.State.Terminal() {
-			live = append(live, sb.ID)
+			live = append(live, store.Live{ID: sb.ID, State: string(sb.State)})
 		}
 	}
 	// The capacity goes with each beat: free disk and what the manager
-	// admits change while the node runs.
-	reap, err := n.st.Heartbeat(ctx, n.record(), live, placedGrace)
+	// admits change while the node runs. Each sandbox's state goes too:
+	// lists through a control plane show what the node did by itself
+	// (an idle auto-pause, a pause on its own API).
+	reap, err := n.st.HeartbeatLive(ctx, n.record(), live, placedGrace)
 	if err != nil {
 		return err
 	}

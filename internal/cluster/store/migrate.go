@@ -118,6 +118,16 @@ var migrations = []string{
 		recorded_at timestamptz NOT NULL DEFAULT now(),
 		PRIMARY KEY (digest, node_id)
 	)`,
+	// 7: each placed sandbox's public record (records.go), so a list
+	// through a control plane reads the database, not every node: the
+	// node's answer (apiv1.Sandbox), its state as its node last said it,
+	// its tags (GIN: containment and key filters) and its creation time
+	// in nanoseconds, the listing order (with the id) and cursor.
+	`ALTER TABLE placements ADD COLUMN record jsonb, ADD COLUMN sandbox_state text,
+		ADD COLUMN tags jsonb NOT NULL DEFAULT '{}', ADD COLUMN created_ns bigint;
+	UPDATE placements SET created_ns = (extract(epoch FROM created_at) * 1000000000)::bigint WHERE state <> 'reserved';
+	CREATE INDEX placements_listed ON placements (created_ns, id) WHERE created_ns IS NOT NULL;
+	CREATE INDEX placements_tags ON placements USING gin (tags)`,
 }
 
 // Migrate brings the schema to the newest version. Several instances may

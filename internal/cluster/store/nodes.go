@@ -96,7 +96,23 @@ func (s *Store) Register(ctx context.Context, n Node) error {
 // sandboxes the cluster gave up on while the node was lost, which the
 // node must terminate and then report with Reaped.
 func (s *Store) Heartbeat(ctx context.Context, n Node, live []string, grace time.Duration) ([]string, error) {
+	l := make([]Live, len(live))
+	for i, id := range live {
+		l[i] = Live{ID: id}
+	}
+	return s.HeartbeatLive(ctx, n, l, grace)
+}
+
+// HeartbeatLive is Heartbeat with each live sandbox's state: the placed
+// ones whose recorded state differs take it, in the same transaction
+// (records.go), so a pause, an idle auto-pause or a resume on the node
+// shows in lists after its next beat.
+func (s *Store) HeartbeatLive(ctx context.Context, n Node, lives []Live, grace time.Duration) ([]string, error) {
 	id := n.ID
+	live := make([]string, len(lives))
+	for i, l := range lives {
+		live[i] = l.ID
+	}
 	var reap []string
 	err := retry(ctx, func() error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -109,13 +125,13 @@ func (s *Store) Heartbeat(ctx context.Context, n Node, live []string, grace time
 			if tag.RowsAffected() == 0 {
 				return fmt.Errorf("%w: node %s is not registered with this credential", errdefs.ErrNotFound, id)
 			}
-			if live == nil {
-				live = []string{}
-			}
 			if _, err := tx.Exec(ctx, `WITH gone AS (UPDATE placements SET state = 'ended', updated_at = now()
 			WHERE node_id = $1 AND NOT (id = ANY($3))
 				AND (state = 'placed' AND updated_at < now() - $2 * interval '1 second' OR state = 'ending')`+
 				goneColumns+unplace, id, seconds(grace), live); err != nil {
+				return err
+			}
+			if err := updateStates(ctx, tx, id, lives); err != nil {
 				return err
 			}
 			rows, err := tx.Query(ctx, `SELECT id FROM placements WHERE node_id = $1 AND state = 'lost' AND NOT reaped`, id)

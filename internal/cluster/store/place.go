@@ -300,14 +300,26 @@ func randomHex(n int) string {
 
 // Bind turns reservation rsv into sandbox id's placement; name (may be
 // empty) is its name, which no other placed sandbox of the cluster may
-// have.
+// have. It records no public record (BindRecord).
 func (s *Store) Bind(ctx context.Context, rsv, id, name string) error {
+	return s.BindRecord(ctx, rsv, id, name, nil)
+}
+
+// BindRecord is Bind that also records the sandbox's public record (the
+// node's apiv1.Sandbox JSON; nil for none), which lists show.
+func (s *Store) BindRecord(ctx context.Context, rsv, id, name string, record []byte) error {
 	var n *string
 	if name != "" {
 		n = &name
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE placements SET id = $2, name = $3, state = 'placed', updated_at = now()
-		WHERE id = $1 AND state = 'reserved'`, rsv, id, n)
+	rec, err := readRecord(record)
+	if err != nil {
+		return fmt.Errorf("recording sandbox %s's placement: %w", id, err)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE placements SET id = $2, name = $3, state = 'placed', updated_at = now(),
+			record = $4, sandbox_state = $5, tags = $6,
+			created_ns = coalesce($7, (extract(epoch FROM created_at) * 1000000000)::bigint)
+		WHERE id = $1 AND state = 'reserved'`, rsv, id, n, rec.raw, rec.state, rec.tags, rec.createdNS)
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
 		return fmt.Errorf("%w: a sandbox named %q already runs in the cluster", errdefs.ErrAlreadyExists, name)
 	}
