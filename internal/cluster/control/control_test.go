@@ -15,6 +15,7 @@ import (
 	"corral/internal/cluster/nodeauth"
 	"corral/internal/cluster/pgtest"
 	"corral/internal/cluster/store"
+	"corral/pkg/apiv1"
 )
 
 const (
@@ -48,7 +49,11 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		name, _ := body["name"].(string)
 		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(map[string]string{"id": id, "name": name, "state": "running"})
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "name": name, "state": "running", "created_at": time.Now(), "tags": body["tags"]})
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/pause"):
+		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/sandboxes/"), "/pause")
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "state": "paused", "created_at": time.Now(), "tags": map[string]string{"paused-by": "control"}})
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events"):
 		// A stream: each line must reach the caller as it is written.
 		for i := range 3 {
@@ -136,7 +141,9 @@ func TestControlPlaneAPI(t *testing.T) {
 		{"no snapshots yet", "GET", "/v1/snapshots", testToken, "", 200, `"snapshots":[]`},
 		{"unknown snapshot", "GET", "/v1/snapshots/snap-aaaaaaaaaaaaaaaa", testToken, "", 404, "not found"},
 		{"delete an unknown snapshot", "DELETE", "/v1/snapshots/base", testToken, "", 404, "not found"},
-		{"merged list", "GET", "/v1/sandboxes", testToken, "", 200, "sb-listed"},
+		// The list is the database's: the node's own list is not asked.
+		{"empty list", "GET", "/v1/sandboxes", testToken, "", 200, `"sandboxes":[]`},
+		{"list with a bad state", "GET", "/v1/sandboxes?state=gone", testToken, "", 400, "state"},
 	} {
 		status, body := call(t, srv, c.method, c.path, c.token, c.body)
 		if status != c.status || !strings.Contains(body, c.want) {
@@ -183,6 +190,8 @@ func TestControlPlaneAPI(t *testing.T) {
 		t.Errorf("a second sandbox named web: %d %s", status, body)
 	}
 
+	checkListRecords(t, srv)
+
 	// A drained node takes no creates; undrained, it does again.
 	if status, body := call(t, srv, "POST", "/v1/cluster/nodes/n1/drain", testToken, ""); status != 200 || !strings.Contains(body, `"draining":true`) {
 		t.Fatalf("drain: %d %s", status, body)
@@ -227,5 +236,42 @@ func TestLostSandboxAnswers(t *testing.T) {
 	}
 	if status, body := call(t, srv, "POST", "/v1/sandboxes", testToken, `{}`); status != 429 {
 		t.Errorf("a create with the only node lost: %d %s", status, body)
+	}
+}
+
+// checkListRecords: the list through a control plane shows the sandboxes
+// placed through it, with the records their node answered, a pause's
+// answer replacing the record (state and tags), and never the node's own
+// list (the fake node lists sb-listed).
+func checkListRecords(t *testing.T, srv *httptest.Server) {
+	t.Helper()
+	status, body := call(t, srv, "POST", "/v1/sandboxes", testToken, `{"tags": {"team": "a"}}`)
+	var sb struct{ ID string }
+	if status != 201 || json.Unmarshal([]byte(body), &sb) != nil {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	list := func(query string) apiv1.SandboxList {
+		t.Helper()
+		status, body := call(t, srv, "GET", "/v1/sandboxes"+query, testToken, "")
+		var l apiv1.SandboxList
+		if status != 200 || json.Unmarshal([]byte(body), &l) != nil || strings.Contains(body, "sb-listed") {
+			t.Fatalf("list %s: %d %s", query, status, body)
+		}
+		return l
+	}
+	if l := list("?tag=team=a"); len(l.Sandboxes) != 1 || l.Sandboxes[0].ID != sb.ID || l.Sandboxes[0].State != "running" {
+		t.Fatalf("list by tag: %+v, want %s running", l, sb.ID)
+	}
+	if l := list("?state=running&limit=1"); len(l.Sandboxes) != 1 || l.Next == "" {
+		t.Fatalf("a page of 1 of 2 running: %+v, want one and a next token", l)
+	}
+	if status, body := call(t, srv, "POST", "/v1/sandboxes/"+sb.ID+"/pause", testToken, ""); status != 200 {
+		t.Fatalf("pause: %d %s", status, body)
+	}
+	if l := list("?state=paused&tag=paused-by"); len(l.Sandboxes) != 1 || l.Sandboxes[0].ID != sb.ID {
+		t.Fatalf("after a pause through the control plane: %+v, want %s paused with its new tags", l, sb.ID)
+	}
+	if l := list("?tag=team"); len(l.Sandboxes) != 0 {
+		t.Fatalf("the pause's record did not replace the tags: %+v", l)
 	}
 }

@@ -81,7 +81,7 @@ func (f *imageNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{}`)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/sandboxes":
 		w.WriteHeader(http.StatusCreated)
-		_, _ = io.WriteString(w, `{"id":"sb-`+strings.ReplaceAll(r.Host, ":", "-")+fmt.Sprint(len(f.calls))+`"}`)
+		_, _ = io.WriteString(w, `{"id":"sb-`+strings.ReplaceAll(r.Host, ":", "-")+fmt.Sprint(len(f.calls))+`","created_at":"2026-12-03T05:00:00Z"}`)
 	case r.Method == http.MethodDelete:
 		w.WriteHeader(http.StatusNoContent)
 	default:
