@@ -326,10 +326,11 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	viaCLI(t, a, token).mustCLI("node", "undrain", "n1")
-	merged, err := b.client.List(ctx, "running")
-	if err != nil || len(merged) != 4 {
-		t.Fatalf("merged list: %d sandboxes, %v; want 4", len(merged), err)
+	running, err := b.client.List(ctx, "running")
+	if err != nil || len(running) != 4 {
+		t.Fatalf("list: %d sandboxes, %v; want 4", len(running), err)
 	}
+	checkListFollowsNode(ctx, t, b, where[ids[0]], ids[0])
 	checkClusterUsage(ctx, t, a, n1, n2)
 	checkClusterAudit(ctx, t, b, token, n1, n2)
 	checkClusterMCP(ctx, t, a, token)
@@ -475,11 +476,14 @@ func TestCluster(t *testing.T) {
 	clusterWait(t, 30*time.Second, "n2 marked lost", func() bool { return b.nodes()["n2"].State == "lost" })
 	t.Logf("n2 marked lost %s after its kill (bound 4 s)", time.Since(killed).Round(100*time.Millisecond))
 	var onN2 string
+	var lostIDs []string
 	for _, id := range ids {
 		if where[id] == n2 {
 			onN2 = id
+			lostIDs = append(lostIDs, id)
 		}
 	}
+	checkListedLost(ctx, t, b, lostIDs)
 	_, err = b.client.Get(ctx, onN2)
 	var ce *corral.Error
 	if !errors.As(err, &ce) || ce.Status != http.StatusConflict || !strings.Contains(ce.Message, "lost") {
