@@ -36,6 +36,12 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.RemoteAddr = "127.0.0.1:0" // the daemon itself
 	go func() {
 		defer func() {
+			// A handler that aborts (http.ErrAbortHandler: a ReverseProxy
+			// whose reader went away mid-body) ends its request, as the
+			// server recovers it over a socket; it must not end the process.
+			if v := recover(); v != nil && v != http.ErrAbortHandler {
+				panic(v)
+			}
 			w.WriteHeader(http.StatusOK) // no-op when already sent
 			pw.Close()
 		}()
