@@ -108,6 +108,23 @@ var migrations = []string{
 	);`,
 	// 5: where a node serves E2B's envd face ('': it does not).
 	`ALTER TABLE nodes ADD COLUMN envd_address text NOT NULL DEFAULT ''`,
+	// 6: where each volume is (a volume lives on one node), and the
+	// cluster's secrets, their values sealed with a key derived from the
+	// join token (secrets.go).
+	`CREATE TABLE volume_locations (
+		name       text PRIMARY KEY,
+		node_id    text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		size_gib   integer NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now()
+	);
+	CREATE INDEX volume_locations_node ON volume_locations (node_id);
+	CREATE TABLE cluster_secrets (
+		name       text PRIMARY KEY,
+		keys       text[] NOT NULL,
+		sealed     text NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now(),
+		updated_at timestamptz NOT NULL DEFAULT now()
+	);`,
 }
 
 // Migrate brings the schema to the newest version. Several instances may
