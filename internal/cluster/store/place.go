@@ -150,7 +150,7 @@ const fitsSQL = `used_cpu_milli + $%[1]d <= cpu_milli AND used_memory_mb + $%[2]
 
 // eligibleSQL is the rest of a candidate's condition: ready, fresh within
 // $1 seconds, with runtime $2, labels $3, not one of $4 and room for $5
-// milli-CPU and $6 MiB, and node $11 when it is not ”.
+// milli-CPU and $6 MiB, and (when $11 is not empty) node $11.
 var eligibleSQL = `state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
 	AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND ` + fmt.Sprintf(fitsSQL, 5, 6) + `
 	AND ($9 = '' OR runtime_versions @> jsonb_build_object($2::text, $9::text)) AND ($11 = '' OR id = $11)`
