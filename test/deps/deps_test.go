@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"corral/internal/boundfs": {},
 	"corral/internal/cgroups": {"corral/internal/mountinfo"},
 	"corral/internal/cleanup": {},
-	"corral/internal/cluster/control": {"corral/internal/cluster/nodeauth", "corral/internal/cluster/store", "corral/internal/errdefs", "corral/internal/mcp", "corral/internal/reqid",
+	"corral/internal/cluster/control": {"corral/internal/cluster/nodeauth", "corral/internal/cluster/store", "corral/internal/errdefs", "corral/internal/mcp", "corral/internal/reqid", "corral/internal/seal", "corral/internal/secrets", "corral/internal/volume",
 		"corral/internal/sandbox", "corral/pkg/apiv1"},
 	"corral/internal/cluster/scalebench": {"corral/internal/cluster/store",
 		"corral/internal/errdefs"},
