@@ -228,4 +228,3 @@ func hasEntry(ents []apiv1.Entry, name string) bool {
 	}
 	return false
 }
-
