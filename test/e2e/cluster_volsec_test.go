@@ -158,6 +158,9 @@ func TestClusterVolumesSecrets(t *testing.T) {
 	if err != nil || len(vols) != 2 || vols[0].Node != home || vols[1].Node != other || len(vols[0].MountedBy) != 1 {
 		t.Fatalf("the cluster's volumes: %+v, %v", vols, err)
 	}
+	if out := viaCLI(t, c, tc.token).mustCLI("volume", "ls"); !strings.Contains(out, "NODE") || !strings.Contains(out, other) {
+		t.Fatalf("corral volume ls through the control plane:\n%s", out)
+	}
 	for _, id := range []string{sa.ID, sb.ID, sc.ID} {
 		if _, err := c.client.Terminate(ctx, id); err != nil {
 			t.Fatal(err)
