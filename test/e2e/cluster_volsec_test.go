@@ -185,6 +185,9 @@ func TestClusterVolumesSecrets(t *testing.T) {
 	if _, err := c.client.Create(ctx, apiv1.CreateSandboxRequest{Volumes: []apiv1.VolumeMount{{Name: "vol-b", Path: "/b"}}}); !errors.As(err, &ce) || ce.Status != http.StatusConflict {
 		t.Fatalf("a create with a lost node's volume: %v; want 409", err)
 	}
+	if st, body := c.api("GET", "/v1/volumes", ""); st != http.StatusOK || !strings.Contains(body, `"name":"vol-b"`) || !strings.Contains(body, `"node":"`+other+`"`) {
+		t.Fatalf("the list with vol-b's node lost: %d %s; want vol-b from the database", st, body)
+	}
 	// Back, it serves the volume again, and the volume is removed.
 	nodes[other].start()
 	clusterWait(t, 30*time.Second, other+" ready again", func() bool { return c.nodes()[other].State == "ready" })
@@ -193,6 +196,9 @@ func TestClusterVolumesSecrets(t *testing.T) {
 	}
 	if vols, err := c.client.Volumes(ctx); err != nil || len(vols) != 0 {
 		t.Fatalf("the cluster's volumes at the end: %+v, %v", vols, err)
+	}
+	if st, body := c.api("GET", "/v1/audit/export", ""); st != http.StatusOK || strings.Contains(body, value) || strings.Contains(body, rotated) {
+		t.Fatalf("the cluster's audit export: %d, or it holds the secret's value", st)
 	}
 	if log := c.log.String(); strings.Contains(log, value) || strings.Contains(log, rotated) {
 		t.Fatal("the control plane's log holds the secret's value")
