@@ -49,19 +49,19 @@ func TestClusterVolumesSecrets(t *testing.T) {
 	if _, err := nodes[home].client.Volume(ctx, "vol-a"); err != nil {
 		t.Fatalf("vol-a is not on its node %s: %v", home, err)
 	}
-	if st, body := c.api("POST", "/v1/volumes?node="+other, `{"name":"vol-b","size_gib":1}`); st != http.StatusCreated || !strings.Contains(body, `"node":"`+other+`"`) {
+	if st, body := c.request("POST", "/v1/volumes?node="+other, `{"name":"vol-b","size_gib":1}`); st != http.StatusCreated || !strings.Contains(body, `"node":"`+other+`"`) {
 		t.Fatalf("vol-b on %s: %d %s", other, st, body)
 	}
-	if st, body := c.api("POST", "/v1/volumes", `{"name":"vol-a"}`); st != http.StatusConflict {
+	if st, body := c.request("POST", "/v1/volumes", `{"name":"vol-a"}`); st != http.StatusConflict {
 		t.Fatalf("a second vol-a: %d %s; want 409", st, body)
 	}
-	if st, body := c.api("POST", "/v1/volumes", `{"name":"Bad/Name"}`); st != http.StatusBadRequest {
+	if st, body := c.request("POST", "/v1/volumes", `{"name":"Bad/Name"}`); st != http.StatusBadRequest {
 		t.Fatalf("a bad volume name: %d %s; want 400", st, body)
 	}
 	if _, err := c.client.WriteVolumeFile(ctx, "vol-a", "/hello.txt", strings.NewReader("through the control plane"), 0o644); err != nil {
 		t.Fatalf("a file put into vol-a through the control plane: %v", err)
 	}
-	if ents, err := c.client.ListVolumeDir(ctx, "vol-a", "/"); err != nil || !hasEntry(ents, "hello.txt") {
+	if ents, err := c.client.ListVolumeDir(ctx, "vol-a", "/"); err != nil || !hasVolumeEntry(ents, "hello.txt") {
 		t.Fatalf("vol-a's listing through the control plane: %+v, %v", ents, err)
 	}
 
@@ -133,7 +133,7 @@ func TestClusterVolumesSecrets(t *testing.T) {
 		t.Fatalf("API_TOKEN after the rotation: %q", got)
 	}
 	// Names and keys only, everywhere the secret shows.
-	st, body := c.api("GET", "/v1/secrets", "")
+	st, body := c.request("GET", "/v1/secrets", "")
 	if st != http.StatusOK || !strings.Contains(body, `"name":"api"`) || !strings.Contains(body, "API_TOKEN") || strings.Contains(body, value) || strings.Contains(body, rotated) {
 		t.Fatalf("the secrets' list: %d %s", st, body)
 	}
@@ -185,7 +185,7 @@ func TestClusterVolumesSecrets(t *testing.T) {
 	if _, err := c.client.Create(ctx, apiv1.CreateSandboxRequest{Volumes: []apiv1.VolumeMount{{Name: "vol-b", Path: "/b"}}}); !errors.As(err, &ce) || ce.Status != http.StatusConflict {
 		t.Fatalf("a create with a lost node's volume: %v; want 409", err)
 	}
-	if st, body := c.api("GET", "/v1/volumes", ""); st != http.StatusOK || !strings.Contains(body, `"name":"vol-b"`) || !strings.Contains(body, `"node":"`+other+`"`) {
+	if st, body := c.request("GET", "/v1/volumes", ""); st != http.StatusOK || !strings.Contains(body, `"name":"vol-b"`) || !strings.Contains(body, `"node":"`+other+`"`) {
 		t.Fatalf("the list with vol-b's node lost: %d %s; want vol-b from the database", st, body)
 	}
 	// Back, it serves the volume again, and the volume is removed.
@@ -197,7 +197,7 @@ func TestClusterVolumesSecrets(t *testing.T) {
 	if vols, err := c.client.Volumes(ctx); err != nil || len(vols) != 0 {
 		t.Fatalf("the cluster's volumes at the end: %+v, %v", vols, err)
 	}
-	if st, body := c.api("GET", "/v1/audit/export", ""); st != http.StatusOK || strings.Contains(body, value) || strings.Contains(body, rotated) {
+	if st, body := c.request("GET", "/v1/audit/export", ""); st != http.StatusOK || strings.Contains(body, value) || strings.Contains(body, rotated) {
 		t.Fatalf("the cluster's audit export: %d, or it holds the secret's value", st)
 	}
 	if log := c.log.String(); strings.Contains(log, value) || strings.Contains(log, rotated) {
@@ -210,9 +210,9 @@ func TestClusterVolumesSecrets(t *testing.T) {
 	}
 }
 
-// api sends one request with the control plane's token; the answer's
+// request sends one request with the control plane's token; the answer's
 // status and body.
-func (c *controlPlane) api(method, path, body string) (int, string) {
+func (c *controlPlane) request(method, path, body string) (int, string) {
 	c.t.Helper()
 	req, err := http.NewRequest(method, "http://"+c.addr+path, strings.NewReader(body))
 	if err != nil {
@@ -229,7 +229,7 @@ func (c *controlPlane) api(method, path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func hasEntry(ents []apiv1.Entry, name string) bool {
+func hasVolumeEntry(ents []apiv1.Entry, name string) bool {
 	for _, e := range ents {
 		if e.Name == name {
 			return true
