@@ -80,6 +80,12 @@ type FetchRequest struct {
 	Tags []string `json:"tags,omitempty"`
 }
 
+// LayersPath is where a node serves the layers uploaded to it (a build's
+// copy steps) to the rest of the cluster, among its node-internal
+// endpoints: GET {digest} is the layer as a tar, and POST {digest}/fetch
+// makes the node fetch it from a node that holds it.
+const LayersPath = "/v1/cluster/node/layers/"
+
 // secretKeyInfo binds SecretKey's output to its one purpose.
 const secretKeyInfo = "corral cluster secrets v1"
 
