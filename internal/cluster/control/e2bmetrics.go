@@ -37,7 +37,7 @@ func e2bMetricsIDs(q url.Values) ([]string, error) {
 
 // e2bMetricsMany is GET /sandboxes/metrics?sandbox_ids=a,b: the ids
 // grouped by the node that runs each, every node asked at once for its
-// own, the answers merged. As on a node, a sandbox unknown, ended, lost or
+// own, the answers merged. As on a node, a sandbox unknown, not placed (ended, lost) or
 // not yet sampled is left out, and so are those of a node that does not
 // answer (named in X-Corral-Missing-Nodes).
 func (s *Server) e2bMetricsMany(w http.ResponseWriter, r *http.Request) {
@@ -50,7 +50,7 @@ func (s *Server) e2bMetricsMany(w http.ResponseWriter, r *http.Request) {
 	nodes := map[string]store.Node{}
 	for _, id := range ids {
 		p, err := s.st.Lookup(r.Context(), id)
-		if errors.Is(err, errdefs.ErrNotFound) || err == nil && p.State == store.Lost {
+		if errors.Is(err, errdefs.ErrNotFound) || err == nil && p.State != store.Placed {
 			continue
 		}
 		if err != nil {

@@ -84,7 +84,7 @@ func (s *Server) e2bSnapshot(w http.ResponseWriter, r *http.Request) {
 	body, _ := json.Marshal(apiv1.SnapshotMemoryRequest{Name: req.Name})
 	sn, a, err := s.takeSnapshot(context.WithoutCancel(r.Context()), p, body)
 	if err == nil {
-		err = a.err()
+		err = a.takenErr()
 	}
 	if err != nil {
 		s.e2bError(w, err)
@@ -376,6 +376,18 @@ func (s *Server) endCopies(ctx context.Context, copies []*forkCopy) {
 			s.log.WarnContext(ctx, "ending a fork copy's placement", "op", "cluster", "sandbox", c.id, "err", err)
 		}
 	}
+}
+
+// takenErr is a node's answer to a memory snapshot that took none as an
+// error (nil for its 201).
+func (a nodeAnswer) takenErr() error {
+	if a.status == http.StatusCreated {
+		return nil
+	}
+	if err := a.err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: a node answered a memory snapshot with %d, not 201", errdefs.ErrUnavailable, a.status)
 }
 
 // e2bAnswerErr is a node's E2B error answer as an error of its status's

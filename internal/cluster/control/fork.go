@@ -70,7 +70,7 @@ func (s *Server) forkPlaced(ctx context.Context, p store.Placement, count int) (
 	}
 	sn, a, err := s.takeSnapshot(ctx, p, []byte(`{}`))
 	if err == nil {
-		err = a.err()
+		err = a.takenErr()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("forking sandbox %s: %w", p.ID, err)
