@@ -92,7 +92,8 @@ func (s *Server) e2bError(w http.ResponseWriter, err error) {
 // defaults (E2B's create names no resources) on a node with the E2B
 // runtime, then the node's /e2b makes it. A templateID that names a
 // snapshot the cluster knows asks for the snapshot's runtime, version and
-// resources instead, and the snapshot is sent to the chosen node first.
+// resources instead, and the snapshot is sent to the chosen node first;
+// one that names an image another node holds has it fetched first.
 func (s *Server) e2bCreate(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCreateBody))
 	if err != nil {
@@ -116,6 +117,9 @@ func (s *Server) e2bCreate(w http.ResponseWriter, r *http.Request) {
 	if c.locs, err = s.e2bSnapshotTemplate(r.Context(), tmpl, &c.req); err != nil {
 		s.e2bError(w, err)
 		return
+	}
+	if c.locs == nil {
+		c.image = tmpl // an image the cluster knows is fetched first ("base" is every node's)
 	}
 	a, err := s.place(r, c)
 	if err != nil {

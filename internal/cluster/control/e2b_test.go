@@ -312,6 +312,22 @@ func TestE2BFace(t *testing.T) {
 	if resp, body := e2bCall(t, srv, "GET", "/e2b/templates", key, ""); resp.StatusCode != 400 || !strings.Contains(body, "not served") {
 		t.Errorf("an unserved path: %d %s, want 400 naming it not served", resp.StatusCode, body)
 	}
+
+	// A template that names an image only node a holds: a create placed
+	// on b has b fetch it first; a never does.
+	const digest = "sha256:" + "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"
+	if err := st.RecordImage(context.Background(), store.NodeImage{Node: "a", Digest: digest, Tags: []string{"tools:latest"}}); err != nil {
+		t.Fatal(err)
+	}
+	fetch := "POST /v1/cluster/node/images/" + digest + "/fetch"
+	for i := 0; i < 8 && !slices.Contains(nodes["b"].seen, fetch); i++ {
+		if resp, body := e2bCall(t, srv, "POST", "/e2b/v2/sandboxes", key, `{"templateID":"tools"}`); resp.StatusCode != 201 {
+			t.Fatalf("a create from an image template: %d %s", resp.StatusCode, body)
+		}
+	}
+	if !slices.Contains(nodes["b"].seen, fetch) || slices.Contains(nodes["a"].seen, fetch) {
+		t.Errorf("an image template only a holds: b saw %v, a saw %v; want b (only) to fetch it", nodes["b"].seen, nodes["a"].seen)
+	}
 }
 
 // TestEnvdRouting: the envd face passes a request to the envd face of
