@@ -30,6 +30,11 @@ type snapNode struct {
 	n             int
 	deletedSnaps  []string
 	deletedCopies []string
+	// image is the image its snapshots are of ("": none named); an
+	// import is refused until the node holds it (hasImage, set by a
+	// fetch), as a node lacking a snapshot's image refuses it.
+	image    string
+	hasImage bool
 }
 
 func (f *snapNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -62,11 +67,15 @@ func (f *snapNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id := "snap-aaaaaaaaaaaaaaa" + fmt.Sprint(f.n%10)
 		f.n++
 		f.snaps[id] = true
-		answer(201, `{"id":"`+id+`","runtime":"gvisor","runtime_version":"v1","cpu":1,"memory_mb":512,"disk_mb":1024}`)
+		answer(201, `{"id":"`+id+`","runtime":"gvisor","runtime_version":"v1","cpu":1,"memory_mb":512,"disk_mb":1024,"image":"`+f.image+`"}`)
 	case r.Method == "GET" && strings.HasPrefix(p, apiv1.NodeSnapshotExport):
 		_, _ = io.WriteString(w, "a tar stream")
 	case r.Method == "POST" && p == apiv1.NodeSnapshotImport:
 		_, _ = io.ReadAll(r.Body)
+		if f.image != "" && !f.hasImage {
+			answer(409, `{"error":{"code":"failed_precondition","message":"the snapshot's image is missing here"}}`)
+			return
+		}
 		if f.refuseImport {
 			answer(409, `{"error":{"code":"failed_precondition","message":"snapshot was taken by gvisor \"v1\"; this daemon runs \"v2\", which cannot restore it"}}`)
 			return
@@ -81,6 +90,9 @@ func (f *snapNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id := newID("copy")
 		f.sandboxes[id] = true
 		answer(201, `{"id":"`+id+`"}`)
+	case r.Method == "POST" && f.image != "" && p == nodeauth.ImagesPath+f.image+"/fetch":
+		f.hasImage = true
+		answer(200, `{}`)
 	case r.Method == "DELETE" && strings.HasPrefix(p, "/v1/snapshots/"):
 		f.deletedSnaps = append(f.deletedSnaps, strings.TrimPrefix(p, "/v1/snapshots/"))
 		answer(200, `{}`)
