@@ -210,12 +210,18 @@ func (s *Server) e2bDeleteTemplate(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// e2bBaseTemplate is E2B's default template (internal/e2b's
+// BaseTemplate), which every node builds itself.
+const e2bBaseTemplate = "base"
+
 // e2bSnapshotTemplate is the snapshot an E2B create's templateID names,
 // when the cluster knows one by that id or name (nil when it names
 // something else: the base template or an image, which the node
 // resolves). req is made to ask for what a copy of it takes.
 func (s *Server) e2bSnapshotTemplate(ctx context.Context, templateID string, req *store.Request) ([]store.SnapshotLocation, error) {
-	if !sandbox.ValidSnapshotRef(templateID) || strings.HasPrefix(templateID, sandbox.ReservedTagPrefix) {
+	// "base" is E2B's base template before any snapshot so named, as a
+	// node resolves it.
+	if templateID == e2bBaseTemplate || !sandbox.ValidSnapshotRef(templateID) || strings.HasPrefix(templateID, sandbox.ReservedTagPrefix) {
 		return nil, nil
 	}
 	if _, err := s.st.SnapshotLocations(ctx, templateID); errors.Is(err, errdefs.ErrNotFound) {

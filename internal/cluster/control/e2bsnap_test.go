@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"encoding/json"
 	"net/url"
 	"slices"
@@ -87,5 +88,82 @@ func TestE2BSandboxOfDetail(t *testing.T) {
 	}
 	if _, err := e2bSandboxOfDetail([]byte(`{"state":"running"}`)); err == nil {
 		t.Error("details with no sandboxID were accepted")
+	}
+}
+
+// TestE2BSnapshotsThroughControl: E2B's snapshot taken through a control
+// plane is the cluster's (listed, sent to the node a create from it is
+// placed on, deleted on every node that holds it); a fork's copies are
+// answered as creates, each given the timeout asked for.
+func TestE2BSnapshotsThroughControl(t *testing.T) {
+	st, a, b := twoSnapNodes(t)
+	srv := controlFor(t, st, testJoin)
+	key := e2bKeyPrefix + testToken
+	parent := placeOn(t, srv, "a", "b")
+
+	resp, body := e2bCall(t, srv, "POST", "/e2b/sandboxes/"+parent+"/snapshots", key, `{"name":"mine"}`)
+	var info e2bSnapshotInfo
+	if err := json.Unmarshal([]byte(body), &info); resp.StatusCode != 201 || err != nil || info.SnapshotID == "" || !slices.Equal(info.Names, []string{"mine"}) {
+		t.Fatalf("snapshot: %d %s", resp.StatusCode, body)
+	}
+	resp, body = e2bCall(t, srv, "GET", "/e2b/snapshots?sandboxID="+parent, key, "")
+	if want := `[{"snapshotID":"` + info.SnapshotID + `","names":["mine"]}]`; resp.StatusCode != 200 || strings.TrimSpace(body) != want {
+		t.Fatalf("list: %d %s, want %s", resp.StatusCode, body, want)
+	}
+	if _, body := e2bCall(t, srv, "GET", "/e2b/snapshots?sandboxID=sb-other", key, ""); strings.TrimSpace(body) != "[]" {
+		t.Fatalf("another sandbox's list: %s", body)
+	}
+
+	// By name, with a drained: placed on b, which is sent the snapshot
+	// first, and whose E2B face gets the body as it came.
+	call(t, srv, "POST", "/v1/cluster/nodes/a/drain", testToken, "")
+	create := `{"templateID":"mine","timeout":30}`
+	if resp, body := e2bCall(t, srv, "POST", "/e2b/v2/sandboxes", key, create); resp.StatusCode != 201 {
+		t.Fatalf("a create from the snapshot: %d %s", resp.StatusCode, body)
+	}
+	call(t, srv, "POST", "/v1/cluster/nodes/a/undrain", testToken, "")
+	if !b.snaps["imported"] || !slices.Equal(b.e2bCreates, []string{create}) {
+		t.Fatalf("b imported the snapshot: %v; its E2B face got %q", b.snaps["imported"], b.e2bCreates)
+	}
+	if ls, err := st.SnapshotLocations(context.Background(), info.SnapshotID); err != nil || len(ls) != 2 {
+		t.Fatalf("the snapshot's locations: %+v, %v; want a and b", ls, err)
+	}
+
+	// A fork: each copy given its timeout, answered as a create.
+	resp, body = e2bCall(t, srv, "POST", "/e2b/sandboxes/"+parent+"/fork", key, `{"count":2,"timeout":60}`)
+	var res []struct {
+		Sandbox map[string]any
+		Error   *e2bErrorBody
+	}
+	if err := json.Unmarshal([]byte(body), &res); resp.StatusCode != 201 || err != nil || len(res) != 2 {
+		t.Fatalf("fork: %d %s", resp.StatusCode, body)
+	}
+	for _, r := range res {
+		id, _ := r.Sandbox["sandboxID"].(string)
+		if r.Error != nil || id == "" || r.Sandbox["envdAccessToken"] != "tok-"+id || r.Sandbox["templateID"] != "base" {
+			t.Errorf("a fork's result: %+v", r)
+		}
+	}
+	if got := append(slices.Clone(a.timeouts), b.timeouts...); len(got) != 2 || got[0] != `{"timeout":60}` || got[1] != `{"timeout":60}` {
+		t.Errorf("the copies' timeouts: %q", got)
+	}
+	// A fork of an unknown sandbox is a 404 naming it, no results.
+	if resp, body := e2bCall(t, srv, "POST", "/e2b/sandboxes/sb-nosuch/fork", key, `{}`); resp.StatusCode != 404 || !strings.Contains(body, "sb-nosuch") {
+		t.Errorf("a fork of an unknown sandbox: %d %s", resp.StatusCode, body)
+	}
+
+	// Deleted by id: on both nodes, then unknown.
+	a.deletedSnaps, b.deletedSnaps = nil, nil
+	if resp, body := e2bCall(t, srv, "DELETE", "/e2b/templates/"+info.SnapshotID, key, ""); resp.StatusCode != 204 {
+		t.Fatalf("delete: %d %s", resp.StatusCode, body)
+	}
+	if !slices.Contains(a.deletedSnaps, info.SnapshotID) || !slices.Contains(b.deletedSnaps, info.SnapshotID) {
+		t.Errorf("deleted on a %v, b %v; want both", a.deletedSnaps, b.deletedSnaps)
+	}
+	if resp, body := e2bCall(t, srv, "DELETE", "/e2b/templates/"+info.SnapshotID, key, ""); resp.StatusCode != 404 || !strings.Contains(body, info.SnapshotID) {
+		t.Errorf("a second delete: %d %s, want 404 naming it", resp.StatusCode, body)
+	}
+	if _, body := e2bCall(t, srv, "GET", "/e2b/snapshots", key, ""); strings.TrimSpace(body) != "[]" {
+		t.Errorf("the list after the delete: %s", body)
 	}
 }
