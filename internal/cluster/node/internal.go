@@ -33,6 +33,8 @@ func (n *Node) internal(w http.ResponseWriter, r *http.Request) {
 		n.importSnapshot(w, r)
 	case r.Method == http.MethodPost && r.URL.Path == apiv1.NodeForkCopy:
 		n.forkCopy(w, r)
+	case r.Method == http.MethodPost && r.URL.Path == apiv1.NodeSignedFiles:
+		n.signedFiles(w, r) // signed.go
 	case strings.HasPrefix(r.URL.Path, nodeauth.ImagesPath):
 		n.images.ServeHTTP(w, r) // images.go
 	case strings.HasPrefix(r.URL.Path, nodeauth.LayersPath):

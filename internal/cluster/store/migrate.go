@@ -118,7 +118,24 @@ var migrations = []string{
 		recorded_at timestamptz NOT NULL DEFAULT now(),
 		PRIMARY KEY (digest, node_id)
 	)`,
-	// 7: each placed sandbox's public record (records.go), so a list
+	// 7: where each volume is (a volume lives on one node), and the
+	// cluster's secrets, their values sealed with a key derived from the
+	// join token (secrets.go).
+	`CREATE TABLE volume_locations (
+		name       text PRIMARY KEY,
+		node_id    text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		size_gib   integer NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now()
+	);
+	CREATE INDEX volume_locations_node ON volume_locations (node_id);
+	CREATE TABLE cluster_secrets (
+		name       text PRIMARY KEY,
+		keys       text[] NOT NULL,
+		sealed     text NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now(),
+		updated_at timestamptz NOT NULL DEFAULT now()
+	);`,
+	// 8: each placed sandbox's public record (records.go), so a list
 	// through a control plane reads the database, not every node: the
 	// node's answer (apiv1.Sandbox), its state as its node last said it,
 	// its tags (GIN: containment and key filters) and its creation time
