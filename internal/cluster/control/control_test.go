@@ -49,7 +49,7 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		name, _ := body["name"].(string)
 		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "name": name, "state": "running", "created_at": time.Now(), "tags": body["tags"]})
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "name": name, "state": "running", "created_at": time.Now(), "tags": body["tags"], "port_token": "pt-secret"})
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/pause"):
 		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/sandboxes/"), "/pause")
 		w.Header().Set("Content-Type", "application/json")
@@ -272,6 +272,9 @@ func checkListRecords(t *testing.T, srv *httptest.Server) {
 	}
 	if l := list("?tag=team=a"); len(l.Sandboxes) != 1 || l.Sandboxes[0].ID != sb.ID || l.Sandboxes[0].State != "running" {
 		t.Fatalf("list by tag: %+v, want %s running", l, sb.ID)
+	}
+	if l := list(""); l.Sandboxes[len(l.Sandboxes)-1].PortToken != "" {
+		t.Fatalf("a port token kept in the database: %+v", l.Sandboxes)
 	}
 	if l := list("?state=running&limit=1"); len(l.Sandboxes) != 1 || l.Next == "" {
 		t.Fatalf("a page of 1 of 2 running: %+v, want one and a next token", l)

@@ -17,7 +17,30 @@ import (
 // records.go) for lists: recorded when its create binds, and replaced by
 // the node's answer to each call through a control plane that changes it
 // (noteRecord). What the node does by itself reaches it with the node's
-// heartbeat (the state only).
+// heartbeat (the state only). The tokens a record carries (tokenFields)
+// are not kept: the database alone must open no sandbox.
+
+// tokenFields are the fields of a sandbox's record that open it (its
+// exposed ports, its envd face): a GET of the sandbox gives them, a list
+// through a control plane does not.
+var tokenFields = []string{"port_token", "envd_access_token"}
+
+// withoutTokens is record b without its tokenFields; nil if b is not a
+// JSON object.
+func withoutTokens(b []byte) []byte {
+	var fields map[string]json.RawMessage
+	if len(b) == 0 || json.Unmarshal(b, &fields) != nil || fields == nil {
+		return nil
+	}
+	for _, f := range tokenFields {
+		delete(fields, f)
+	}
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return nil
+	}
+	return out
+}
 
 // recordOf is the record of sandbox id, created on node n, to bind with:
 // the node's answer body when it is the native record (a native create),
@@ -26,7 +49,7 @@ import (
 // what its placement says).
 func (s *Server) recordOf(ctx context.Context, n store.Node, id string, body []byte) []byte {
 	if isRecordOf(body, id) {
-		return body
+		return withoutTokens(body)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -35,7 +58,7 @@ func (s *Server) recordOf(ctx context.Context, n store.Node, id string, body []b
 		s.log.WarnContext(ctx, "reading a new sandbox's record for lists", "op", "cluster", "sandbox", id, "node", n.ID, "err", err)
 		return nil
 	}
-	return raw
+	return withoutTokens(raw)
 }
 
 // isRecordOf says whether b is sandbox id's native record.
@@ -44,13 +67,13 @@ func isRecordOf(b []byte, id string) bool {
 	return json.Unmarshal(b, &sb) == nil && sb.ID == id && !sb.CreatedAt.IsZero()
 }
 
-// recordJSON is sb's record as a node writes it.
+// recordJSON is sb's record as a node writes it, without its tokens.
 func recordJSON(sb apiv1.Sandbox) []byte {
 	b, err := json.Marshal(sb)
 	if err != nil {
 		return nil
 	}
-	return b
+	return withoutTokens(b)
 }
 
 // changesRecord says whether a call on sandbox id (method, path) answers
@@ -82,7 +105,7 @@ func (s *Server) noteRecord(ctx context.Context, id string, resp *http.Response)
 	if err != nil || len(b) > maxRecord || !isRecordOf(b, id) {
 		return
 	}
-	if err := s.st.SetRecord(ctx, id, b); err != nil {
+	if err := s.st.SetRecord(ctx, id, withoutTokens(b)); err != nil {
 		s.log.Warn("recording a sandbox's changed record", "op", "cluster", "sandbox", id, "err", err)
 	}
 }
