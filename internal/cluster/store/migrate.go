@@ -144,6 +144,9 @@ var migrations = []string{
 		ADD COLUMN tags jsonb NOT NULL DEFAULT '{}', ADD COLUMN created_ns bigint;
 	UPDATE placements SET created_ns = (extract(epoch FROM created_at) * 1000000000)::bigint WHERE state <> 'reserved';
 	CREATE INDEX placements_listed ON placements (created_ns, id) WHERE created_ns IS NOT NULL;
+	-- The live ones apart: a list of running sandboxes does not step
+	-- over the ended ones, which placements keep.
+	CREATE INDEX placements_listed_live ON placements (created_ns, id) WHERE state = 'placed' AND created_ns IS NOT NULL;
 	CREATE INDEX placements_tags ON placements USING gin (tags)`,
 }
 

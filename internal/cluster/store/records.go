@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,6 +112,9 @@ const listStateSQL = `(CASE state WHEN 'lost' THEN 'lost'
 	WHEN 'ending' THEN 'terminating'
 	ELSE coalesce(sandbox_state, 'running') END)`
 
+// placedStates are the list states only a placed row has.
+var placedStates = []string{"creating", "running", "paused"}
+
 // ListFilter selects a page of sandboxes (ListSandboxes).
 type ListFilter struct {
 	// States keeps sandboxes in any of these list states (listStateSQL);
@@ -151,6 +155,13 @@ func (s *Store) ListSandboxes(ctx context.Context, f ListFilter) ([]Listed, Curs
 	if f.Limit < 1 {
 		return nil, Cursor{}, fmt.Errorf("listing sandboxes: limit %d", f.Limit)
 	}
+	q, args := listQuery(f)
+	rows, err := s.pool.Query(ctx, q, args...)
+	return scanListed(rows, err, f)
+}
+
+// listQuery is f's query (a page and one more row) and its arguments.
+func listQuery(f ListFilter) (string, []any) {
 	conds := []string{`created_ns IS NOT NULL`}
 	var args []any
 	arg := func(v any) string {
@@ -159,6 +170,10 @@ func (s *Store) ListSandboxes(ctx context.Context, f ListFilter) ([]Listed, Curs
 	}
 	if len(f.States) > 0 {
 		conds = append(conds, listStateSQL+` = ANY(`+arg(f.States)+`::text[])`)
+		if !slices.ContainsFunc(f.States, func(s string) bool { return !slices.Contains(placedStates, s) }) {
+			// Only placed rows can be in these: their index is walked.
+			conds = append(conds, `state = 'placed'`)
+		}
 	}
 	valued, keys := map[string]string{}, []string{}
 	for k, v := range f.Tags {
@@ -179,7 +194,11 @@ func (s *Store) ListSandboxes(ctx context.Context, f ListFilter) ([]Listed, Curs
 	}
 	q := `SELECT id, coalesce(name, ''), ` + listStateSQL + `, runtime, cpu_milli, memory_mb, disk_mb, created_ns, record
 		FROM placements WHERE ` + strings.Join(conds, ` AND `) + ` ORDER BY created_ns, id LIMIT ` + arg(f.Limit+1)
-	rows, err := s.pool.Query(ctx, q, args...)
+	return q, args
+}
+
+// scanListed reads a list's rows, and the cursor after the page.
+func scanListed(rows pgx.Rows, err error, f ListFilter) ([]Listed, Cursor, error) {
 	if err != nil {
 		return nil, Cursor{}, fmt.Errorf("listing sandboxes: %w", err)
 	}
