@@ -108,6 +108,24 @@ var migrations = []string{
 	);`,
 	// 5: where a node serves E2B's envd face ('': it does not).
 	`ALTER TABLE nodes ADD COLUMN envd_address text NOT NULL DEFAULT ''`,
+	// 6: a drain's moves of paused sandboxes (drain.go): one row per
+	// drained node (when its drain began, when the leader last listed
+	// it) and one per sandbox found there.
+	`CREATE TABLE drains (
+		node_id    text PRIMARY KEY REFERENCES nodes (id),
+		started_at timestamptz NOT NULL DEFAULT now(),
+		scanned_at timestamptz
+	);
+	CREATE TABLE drain_moves (
+		sandbox_id text NOT NULL,
+		node_id    text NOT NULL REFERENCES nodes (id),
+		state      text NOT NULL CHECK (state IN ('pending', 'moving', 'moved', 'stuck', 'failed')),
+		reason     text NOT NULL DEFAULT '',
+		target     text NOT NULL DEFAULT '',
+		snapshot   text NOT NULL DEFAULT '',
+		updated_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (node_id, sandbox_id)
+	);`,
 }
 
 // Migrate brings the schema to the newest version. Several instances may
