@@ -147,6 +147,7 @@ func (s *Server) lead(ctx context.Context) {
 		if l != nil {
 			l.Resign(context.Background())
 		}
+		s.drains.running.Wait() // moves stopping undo what they did
 	}()
 	for {
 		select {

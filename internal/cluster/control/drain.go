@@ -36,7 +36,9 @@ const (
 type drainer struct {
 	slots   chan struct{} // one per move running
 	passing atomic.Bool   // a pass runs
-	moves   sync.WaitGroup
+	// running counts the pass and the moves: the leader waits for them
+	// (their undoing, when it stops) before the store closes.
+	running sync.WaitGroup
 }
 
 func newDrainer() *drainer { return &drainer{slots: make(chan struct{}, maxMoves)} }
@@ -47,7 +49,9 @@ func (s *Server) drainTick(ctx context.Context) {
 	if !s.drains.passing.CompareAndSwap(false, true) {
 		return
 	}
+	s.drains.running.Add(1)
 	go func() {
+		defer s.drains.running.Done()
 		defer s.drains.passing.Store(false)
 		s.drainPass(ctx)
 	}()
@@ -94,9 +98,9 @@ func (s *Server) startMoves(ctx context.Context, n store.Node) {
 	}
 	for _, m := range ms {
 		s.drains.slots <- struct{}{}
-		s.drains.moves.Add(1)
+		s.drains.running.Add(1)
 		go func() {
-			defer func() { <-s.drains.slots; s.drains.moves.Done() }()
+			defer func() { <-s.drains.slots; s.drains.running.Done() }()
 			s.runMove(ctx, n, m)
 		}()
 	}

@@ -149,9 +149,10 @@ func TestDrainMoveRollsBack(t *testing.T) {
 		if status, body := call(t, srv, "POST", "/v1/cluster/nodes/a/drain", testToken, ""); status != 200 {
 			t.Fatalf("drain: %d %s", status, body)
 		}
-		s.drainPass(ctx)
-		s.drains.moves.Wait()
-		s.drainPass(ctx) // a rescan after the moves
+		s.drainTick(ctx)
+		s.drains.running.Wait()
+		s.drainTick(ctx) // a rescan after the moves
+		s.drains.running.Wait()
 		_, body := call(t, srv, "GET", "/v1/cluster/nodes", testToken, "")
 		var ns apiv1.ClusterNodes
 		_ = json.Unmarshal([]byte(body), &ns)
