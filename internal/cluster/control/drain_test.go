@@ -106,12 +106,10 @@ func (f *moveNode) state(id string) (string, []string) {
 	return f.states[id], append([]string(nil), f.ops...)
 }
 
-// A drain's move is all or nothing: when the target's restore fails the
-// sandbox stays on its node, paused, its placement and the room as they
-// were, the snapshot gone, the reason reported; a running sandbox stays
-// with why. Drained again with the target fixed, it moves under its id:
-// placed on the target, paused there, gone from its old node.
-func TestDrainMoveRollsBack(t *testing.T) {
+// drainSetup registers two moveNodes, a holding sb-paused (paused) and
+// sb-running (running), both placed there, and a control plane.
+func drainSetup(t *testing.T) (*store.Store, *Server, *httptest.Server, *moveNode, *moveNode) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, pgtest.Start(t))
 	if err != nil {
@@ -144,6 +142,17 @@ func TestDrainMoveRollsBack(t *testing.T) {
 	s := newServer(st, testToken, testJoin, Config{LostAfter: time.Minute, Log: slog.New(slog.DiscardHandler)})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
+	return st, s, srv, a, b
+}
+
+// A drain's move is all or nothing: when the target's restore fails the
+// sandbox stays on its node, paused, its placement and the room as they
+// were, the snapshot gone, the reason reported; a running sandbox stays
+// with why. Drained again with the target fixed, it moves under its id:
+// placed on the target, paused there, gone from its old node.
+func TestDrainMoveRollsBack(t *testing.T) {
+	ctx := context.Background()
+	st, s, srv, a, b := drainSetup(t)
 	drain := func() apiv1.DrainProgress {
 		t.Helper()
 		if status, body := call(t, srv, "POST", "/v1/cluster/nodes/a/drain", testToken, ""); status != 200 {
@@ -212,4 +221,89 @@ func TestDrainMoveRollsBack(t *testing.T) {
 	if sn, _ := st.Snapshots(ctx); len(sn) != 0 {
 		t.Fatalf("the move's snapshot is left: %+v", sn)
 	}
+}
+
+// A move whose control plane died midway is taken over from what it
+// recorded: with the placement not yet turned, what the target got is
+// removed, the source (left running by the snapshot's resume) paused
+// again, the old snapshot dropped, and the move made anew; with the
+// placement turned, only the source's copy is removed.
+func TestDrainMoveRecovers(t *testing.T) {
+	ctx := context.Background()
+	st, s, _, a, b := drainSetup(t)
+	na, err := st.Node(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(target, snapshot string) store.DrainMove {
+		t.Helper()
+		if err := st.StartDrain(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ScanDrain(ctx, "a", []store.Found{{Sandbox: "sb-paused"}}); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := st.ClaimMoves(ctx, "a", 1, time.Minute)
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("claim: %+v, %v", ms, err)
+		}
+		ms[0].Target, ms[0].Snapshot = target, snapshot
+		if err := st.MoveProgress(ctx, ms[0]); err != nil {
+			t.Fatal(err)
+		}
+		return ms[0]
+	}
+	// Died after the restore, before the placement turned.
+	a.states["sb-paused"] = "running"
+	b.states["sb-paused"] = "paused"
+	a.snaps["snap-old"] = true
+	if err := st.AddSnapshot(ctx, store.SnapshotLocation{ID: "snap-old", Node: "a", Runtime: "gvisor", RuntimeVersion: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	s.runMove(ctx, na, claim("b", "snap-old"))
+	_, opsA := a.state("sb-paused")
+	_, opsB := b.state("sb-paused")
+	if strings.Join(opsA, ",") != "pause sb-paused,resume sb-paused,snapshot sb-paused,pause sb-paused,remove sb-paused" ||
+		strings.Join(opsB, ",") != "remove sb-paused,move-in sb-paused" {
+		t.Fatalf("an interrupted move taken over: a %v, b %v", opsA, opsB)
+	}
+	if p, err := st.Lookup(ctx, "sb-paused"); err != nil || p.Node.ID != "b" {
+		t.Fatalf("the placement after the move taken over: %+v, %v", p, err)
+	}
+	if sn, _ := st.Snapshots(ctx); len(sn) != 0 || a.snaps["snap-old"] {
+		t.Fatalf("the interrupted move's snapshot is left: %+v %v", sn, a.snaps)
+	}
+	checkDrain(t, st, "sb-paused", store.MoveMoved, "b")
+
+	// Died after the placement turned: the copy left on a goes.
+	a.states["sb-paused"] = "paused"
+	a.ops = nil
+	s.runMove(ctx, na, claim("b", ""))
+	if state, ops := a.state("sb-paused"); state != "" || strings.Join(ops, ",") != "remove sb-paused" {
+		t.Fatalf("a finished move taken over: a holds %q after %v", state, ops)
+	}
+	if state, _ := b.state("sb-paused"); state != "paused" {
+		t.Fatalf("the moved sandbox on b: %q", state)
+	}
+	checkDrain(t, st, "sb-paused", store.MoveMoved, "b")
+	if uses, _ := st.Uses(ctx); uses["a"].Sandboxes != 1 || uses["b"].Sandboxes != 1 {
+		t.Fatalf("the room after the moves taken over: %+v", uses)
+	}
+}
+
+func checkDrain(t *testing.T, st *store.Store, id, state, target string) {
+	t.Helper()
+	ds, err := st.Drains(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ds["a"].Moves {
+		if m.Sandbox == id {
+			if m.State != state || m.Target != target {
+				t.Fatalf("move of %s: %+v; want %s to %q", id, m, state, target)
+			}
+			return
+		}
+	}
+	t.Fatalf("no move of %s in %+v", id, ds["a"])
 }
