@@ -53,6 +53,9 @@ func drainOf(nodes []apiv1.ClusterNode, id string) (*apiv1.DrainProgress, error)
 		if !n.Draining || n.Drain == nil {
 			return nil, fmt.Errorf("node %s is no longer draining", id)
 		}
+		if n.State != "ready" {
+			return nil, fmt.Errorf("node %s is %s: its sandboxes cannot be moved (%d moved before)", id, n.State, len(n.Drain.Moved))
+		}
 		return n.Drain, nil
 	}
 	return nil, fmt.Errorf("node %s is no longer in the cluster", id)

@@ -201,12 +201,22 @@ func (s *Server) snapshotPaused(ctx context.Context, n store.Node, p store.Place
 	return sn, err
 }
 
+// pauseOn pauses sandbox id on node n; one that is paused already (its
+// idle timeout paused it meanwhile) is no error.
 func (s *Server) pauseOn(ctx context.Context, n store.Node, id string) error {
 	a, err := s.callNode(ctx, n, http.MethodPost, "/v1/sandboxes/"+id+"/pause", http.NoBody, "")
 	if err != nil {
 		return err
 	}
-	return a.err()
+	if err := a.err(); errors.Is(err, errdefs.ErrFailedPrecondition) {
+		var sb apiv1.Sandbox
+		if gerr := s.getOnNode(ctx, n, "/v1/sandboxes/"+id, &sb); gerr != nil || sb.State != "paused" {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // moveIn has node n start sandbox id from snapshot sn, paused.
