@@ -39,6 +39,8 @@ func (n *Node) internal(w http.ResponseWriter, r *http.Request) {
 		n.moveRemove(w, r, strings.TrimPrefix(r.URL.Path, apiv1.NodeMoveRemove))
 	case strings.HasPrefix(r.URL.Path, nodeauth.ImagesPath):
 		n.images.ServeHTTP(w, r) // images.go
+	case strings.HasPrefix(r.URL.Path, nodeauth.LayersPath):
+		n.layers.ServeHTTP(w, r) // layers.go
 	default:
 		writeError(w, fmt.Errorf("%w: no node-internal route for %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	}
