@@ -74,13 +74,14 @@ func (s *Server) drainPass(ctx context.Context) {
 		if !n.Draining || n.State != store.NodeReady {
 			continue
 		}
-		if _, ok := ds[n.ID]; !ok { // drained before drains were recorded
+		d, ok := ds[n.ID]
+		if !ok { // drained before drains were recorded
 			if err := s.st.StartDrain(ctx, n.ID); err != nil {
 				s.log.Warn("a drain pass", "op", "cluster", "node", n.ID, "err", err)
 				continue
 			}
 		}
-		if err := s.scanDrained(ctx, n); err != nil {
+		if err := s.scanDrained(ctx, n, d); err != nil {
 			s.log.Warn("a drain pass: listing a draining node's sandboxes", "op", "cluster", "node", n.ID, "err", err)
 			continue
 		}
@@ -106,25 +107,32 @@ func (s *Server) startMoves(ctx context.Context, n store.Node) {
 	}
 }
 
-// scanDrained records what draining node n runs: each paused sandbox to
-// move, every other live one with why it stays. A paused or running
-// sandbox whose placement is on another node is a moved sandbox's copy
-// left behind (its move's removal failed): removed now.
-func (s *Server) scanDrained(ctx context.Context, n store.Node) error {
+// scanDrained records what draining node n (its drain d so far) runs:
+// each paused sandbox to move, every other live one with why it stays. A
+// sandbox that d moved away and that is still here is the copy its move
+// left behind (its removal failed): removed now. (One placed on another
+// node that d did not move may be a move into n in flight: left alone.)
+func (s *Server) scanDrained(ctx context.Context, n store.Node, d store.DrainState) error {
 	sbs, err := s.liveOn(ctx, n)
 	if err != nil {
 		return err
+	}
+	moved := map[string]bool{}
+	for _, m := range d.Moves {
+		moved[m.Sandbox] = m.State == store.MoveMoved
 	}
 	found := make([]store.Found, 0, len(sbs))
 	for _, sb := range sbs {
 		p, err := s.st.Lookup(ctx, sb.ID)
 		switch {
-		case err == nil && p.Node.ID != n.ID && p.State == store.Placed:
+		case err == nil && p.Node.ID != n.ID && p.State == store.Placed && moved[sb.ID]:
 			if err := s.removeMoved(ctx, n, sb.ID); err != nil {
 				s.log.Warn("removing a moved sandbox's copy left behind", "op", "cluster", "sandbox", sb.ID, "node", n.ID, "err", err)
 			}
 			continue
-		case err != nil || p.Node.ID != n.ID:
+		case err == nil && p.Node.ID != n.ID:
+			continue // placed elsewhere: not this node's to move
+		case err != nil:
 			found = append(found, store.Found{Sandbox: sb.ID, Stuck: "not placed through a control plane (the cluster does not know it)"})
 			continue
 		}

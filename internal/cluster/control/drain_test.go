@@ -221,6 +221,28 @@ func TestDrainMoveRollsBack(t *testing.T) {
 	if sn, _ := st.Snapshots(ctx); len(sn) != 0 {
 		t.Fatalf("the move's snapshot is left: %+v", sn)
 	}
+
+	// A copy the move left on a (its removal failed) goes at the next
+	// pass; a sandbox placed on b that this drain did not move (a move
+	// into a in flight) stays.
+	rsv, err := st.Reserve(ctx, store.Request{Runtime: "gvisor", CPUMilli: 1000, MemoryMB: 512, DiskMB: 1024, Exclude: []string{"a"}, FreshWithin: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Bind(ctx, rsv.ID, "sb-incoming", ""); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	a.states["sb-paused"], a.states["sb-incoming"] = "paused", "paused"
+	a.mu.Unlock()
+	s.drainTick(ctx)
+	s.drains.running.Wait()
+	if left, _ := a.state("sb-paused"); left != "" {
+		t.Errorf("the copy a move left behind is still there: %q", left)
+	}
+	if in, _ := a.state("sb-incoming"); in != "paused" {
+		t.Errorf("a sandbox moving in was removed: %q", in)
+	}
 }
 
 // A move whose control plane died midway is taken over from what it
