@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"corral/internal/cluster/store"
+	"corral/internal/errdefs"
 	"corral/pkg/apiv1"
 )
 
@@ -132,9 +134,11 @@ func (s *Server) scanDrained(ctx context.Context, n store.Node, d store.DrainSta
 			continue
 		case err == nil && p.Node.ID != n.ID:
 			continue // placed elsewhere: not this node's to move
-		case err != nil:
+		case errors.Is(err, errdefs.ErrNotFound):
 			found = append(found, store.Found{Sandbox: sb.ID, Stuck: "not placed through a control plane (the cluster does not know it)"})
 			continue
+		case err != nil:
+			return err
 		}
 		found = append(found, store.Found{Sandbox: sb.ID, Stuck: unmovable(sb)})
 	}
