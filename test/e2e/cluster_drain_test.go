@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"corral/internal/cluster/nodeauth"
 	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 )
@@ -99,6 +103,24 @@ exit 1`
 		t.Errorf("corral node ls during the drain:\n%s", ls)
 	}
 
+	// The node's move endpoints, with its credential: bad input is a 400
+	// naming the field, a sandbox live there a 409.
+	for _, c := range []struct {
+		path, body string
+		status     int
+		says       string
+	}{
+		{apiv1.NodeMoveIn, `{"id": "nope", "snapshot": "snap-zzzzzzzzzzzzzzzz"}`, 400, "is not a sandbox id"},
+		{apiv1.NodeMoveIn, `{"id": "` + kept.ID + `", "snapshot": "../x"}`, 400, "neither a snapshot id"},
+		{apiv1.NodeMoveIn, `{"id": "` + kept.ID + `", "snapshot": "s", "colour": 1}`, 400, "colour"},
+		{apiv1.NodeMoveIn, `{"id": "` + kept.ID + `", "snapshot": "snap-zzzzzzzzzzzzzzzz"}`, 409, "live"},
+		{apiv1.NodeMoveRemove + "nope", ``, 400, "is not a sandbox id"},
+	} {
+		if got := nodePost(t, ctx, n6, tc.join, c.path, c.body); got.status != c.status || !strings.Contains(got.body, c.says) {
+			t.Errorf("POST %s %s: %d %s; want %d naming %q", c.path, c.body, got.status, got.body, c.status, c.says)
+		}
+	}
+
 	// Resumed through one control plane: the same process and file,
 	// through both.
 	if _, err := b.client.Resume(ctx, kept.ID); err != nil {
@@ -123,4 +145,26 @@ func countID(sbs []apiv1.Sandbox, id string) int {
 		}
 	}
 	return n
+}
+
+// nodePost posts body to path on node n with its node credential.
+func nodePost(t *testing.T, ctx context.Context, n *daemon, join, path, body string) answer {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.state, "cluster-node.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id struct{ Name, Nonce string }
+	if err := json.Unmarshal(b, &id); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+n.addr+path, strings.NewReader(body))
+	req.Header.Set(nodeauth.Header, nodeauth.Credential(join, id.Name, id.Nonce))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(out)}
 }
