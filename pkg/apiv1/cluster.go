@@ -51,7 +51,24 @@ const (
 	// NodeForkCopy is POST with a ForkCopyRequest: 201 and the copy's
 	// ForkCopy.
 	NodeForkCopy = "/v1/cluster/node/forks"
+	// NodeSignedFiles is POST with a SignedFilesRequest: 200 and the
+	// SignedFilesMatch of the node's sandbox whose envd access token
+	// signed it, or 404.
+	NodeSignedFiles = "/v1/cluster/node/e2b/signed"
 )
+
+// SignedFilesRequest is a signed envd /files request that names no
+// sandbox: its method and its query (path, username, signature,
+// signature_expiration), as the caller sent them.
+type SignedFilesRequest struct {
+	Method string `json:"method"`
+	Query  string `json:"query"`
+}
+
+// SignedFilesMatch names the sandbox that signed a /files request.
+type SignedFilesMatch struct {
+	SandboxID string `json:"sandbox_id"`
+}
 
 // ForkCopyRequest asks a node for one copy of a fork from a snapshot it
 // holds.
