@@ -103,7 +103,9 @@ func (s *Server) move(ctx context.Context, mv *mover) (state, reason string) {
 		}
 	}
 	var sb apiv1.Sandbox
-	if err := s.getOnNode(ctx, from, "/v1/sandboxes/"+id, &sb); err != nil {
+	if err := s.getOnNode(ctx, from, "/v1/sandboxes/"+id, &sb); errors.Is(err, errdefs.ErrNotFound) {
+		return store.MoveStuck, "it is gone from its node" // dropped at the next scan
+	} else if err != nil {
 		return store.MoveFailed, "reading it on its node: " + err.Error()
 	}
 	if why := unmovable(sb); why != "" {
