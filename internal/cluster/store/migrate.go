@@ -135,7 +135,25 @@ var migrations = []string{
 		created_at timestamptz NOT NULL DEFAULT now(),
 		updated_at timestamptz NOT NULL DEFAULT now()
 	);`,
-	// 8: each placed sandbox's public record (records.go), so a list
+	// 8: a drain's moves of paused sandboxes (drain.go): one row per
+	// drained node (when its drain began, when the leader last listed
+	// it) and one per sandbox found there.
+	`CREATE TABLE drains (
+		node_id    text PRIMARY KEY REFERENCES nodes (id) ON DELETE CASCADE,
+		started_at timestamptz NOT NULL DEFAULT now(),
+		scanned_at timestamptz
+	);
+	CREATE TABLE drain_moves (
+		sandbox_id text NOT NULL,
+		node_id    text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		state      text NOT NULL CHECK (state IN ('pending', 'moving', 'moved', 'stuck', 'failed')),
+		reason     text NOT NULL DEFAULT '',
+		target     text NOT NULL DEFAULT '',
+		snapshot   text NOT NULL DEFAULT '',
+		updated_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (node_id, sandbox_id)
+	);`,
+	// 9: each placed sandbox's public record (records.go), so a list
 	// through a control plane reads the database, not every node: the
 	// node's answer (apiv1.Sandbox), its state as its node last said it,
 	// its tags (GIN: containment and key filters) and its creation time
