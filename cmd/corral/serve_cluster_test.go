@@ -77,14 +77,14 @@ func TestNodeEnvdAddress(t *testing.T) {
 		flag, api, listen string
 		want              string // "error" : refused
 	}{
-		{"", "http://10.0.0.11:7070", "", ""},
-		{"", "http://10.0.0.11:7070", "0.0.0.0:49983", "http://10.0.0.11:49983"},
+		{"", "https://10.0.0.11:7070", "", ""},
+		{"", "https://10.0.0.11:7070", "0.0.0.0:49983", "https://10.0.0.11:49983"},
 		{"", "https://[fd00::1]:7070", ":49983", "https://[fd00::1]:49983"},
-		{"http://envd.internal:9000", "http://10.0.0.11:7070", ":49983", "http://envd.internal:9000"},
-		{"http://envd.internal:9000", "http://10.0.0.11:7070", "", "error"},
-		{"envd.internal:9000", "http://10.0.0.11:7070", ":49983", "error"},
+		{"https://envd.internal:9000", "https://10.0.0.11:7070", ":49983", "https://envd.internal:9000"},
+		{"https://envd.internal:9000", "https://10.0.0.11:7070", "", "error"},
+		{"envd.internal:9000", "https://10.0.0.11:7070", ":49983", "error"},
 		{"", "10.0.0.11:7070", ":49983", "error"},
-		{"", "http://10.0.0.11:7070", "49983", "error"},
+		{"", "https://10.0.0.11:7070", "49983", "error"},
 	} {
 		got, err := nodeEnvdAddress(c.flag, c.api, c.listen)
 		if err != nil {

@@ -30,9 +30,7 @@ type Server struct {
 }
 
 func newServer(st *store.Store, token, join string, cfg Config) *Server {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 64
-	s := &Server{st: st, token: token, join: join, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(), client: &http.Client{Transport: tr}, met: newControlMetrics(st)}
+	s := &Server{st: st, token: token, join: join, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(), client: &http.Client{Transport: nodeTransport(st, cfg)}, met: newControlMetrics(st)}
 	s.routes()
 	return s
 }

@@ -11,6 +11,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ type Config struct {
 	Labels        map[string]string
 	// Heartbeat is the time between heartbeats (default 5 s).
 	Heartbeat time.Duration
+	TLS       TLSConfig
 	StateDir  string
 	Log       *slog.Logger
 }
@@ -68,6 +70,8 @@ type Node struct {
 	nonce  string // the credential's public half (identity)
 	token  string // the daemon's API token, used in process only
 	images *http.ServeMux
+	tls    *tls.Config  // its listeners' (tls.go)
+	client *http.Client // to other nodes, over TLS
 	// What reportImages last sent, and the heartbeats counted (beat's
 	// goroutine only).
 	reported []byte
@@ -99,13 +103,22 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 	}
 	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), nonce: id.Nonce, join: join, token: token}
 	n.images = n.imagesMux()
+	fp, err := n.loadTLS()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	rec := n.record()
 	rec.RuntimeVersions = n.runtimeVersions(ctx)
 	if err := st.Register(ctx, rec); err != nil {
 		st.Close()
 		return nil, err
 	}
-	cfg.Log.Info("joined the cluster", "op", "cluster", "node", cfg.Name, "address", cfg.Address)
+	if err := st.SetTLSFingerprint(ctx, rec.ID, rec.CredentialHash, fp); err != nil {
+		st.Close()
+		return nil, err
+	}
+	cfg.Log.Info("joined the cluster", "op", "cluster", "node", cfg.Name, "address", cfg.Address, "tls_fingerprint", fp)
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	n.wg.Add(1)
