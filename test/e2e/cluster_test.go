@@ -120,8 +120,8 @@ func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemo
 	flags := append(testNetFlags(t), "--warm-pool", "0", "--envd-listen", "",
 		"--net-table", table, "--net-link-prefix", fmt.Sprintf("cc%d", i),
 		"--net-pool", fmt.Sprintf("10.%d.0.0/16", 90+i), "--net-log-group", fmt.Sprint(7730+i),
-		"--max-sandboxes", "3", "--node", "--node-name", name, "--node-address", "http://"+addr, "--heartbeat", "500ms")
-	d := &daemon{t: t, state: state, addr: addr, net: append(flags, cluster...)}
+		"--max-sandboxes", "3", "--node", "--node-name", name, "--node-address", "https://"+addr, "--heartbeat", "500ms")
+	d := &daemon{t: t, state: state, addr: addr, net: append(flags, cluster...), tls: true}
 	d.start()
 	t.Cleanup(func() { d.teardown() })
 	return d
@@ -277,9 +277,12 @@ func TestCluster(t *testing.T) {
 
 	// The user token of a control opens no node, and a node's own token
 	// opens no control.
-	if _, err := corral.New("http://"+n1.addr, token).List(ctx, ""); err == nil {
-		t.Fatal("a node accepted the control plane's user token")
+	asControl := corral.New(n1.base(), token)
+	asControl.HTTP = n1.httpClient()
+	if _, err := asControl.List(ctx, ""); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a node accepted the control plane's user token: %v", err)
 	}
+	checkNodePlainHTTPRefused(t, n1)
 	if _, err := corral.New("http://"+a.addr, n1.token).List(ctx, ""); err == nil {
 		t.Fatal("a control plane accepted a node's token")
 	}

@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"corral/internal/cluster/nodetls"
+)
+
+// base is the daemon's API URL: https for a cluster node, whose
+// listener serves TLS only.
+func (d *daemon) base() string {
+	if d.tls {
+		return "https://" + d.addr
+	}
+	return "http://" + d.addr
+}
+
+// httpClient calls the daemon: a cluster node's pinned to the key in
+// its state directory (read at each handshake, so a node restarted with
+// a new key is checked against the new one).
+func (d *daemon) httpClient() *http.Client {
+	if !d.tls {
+		return http.DefaultClient
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true, NextProtos: []string{"http/1.1"},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			want, err := d.tlsFingerprint()
+			if err != nil {
+				return err
+			}
+			if got := nodetls.Fingerprint(cs.PeerCertificates[0]); got != want {
+				return fmt.Errorf("node at %s presented %s, its state directory holds %s", d.addr, got, want)
+			}
+			return nil
+		}}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: false}}
+}
+
+// tlsFingerprint is the fingerprint of the certificate the node made in
+// its state directory.
+func (d *daemon) tlsFingerprint() (string, error) {
+	b, err := os.ReadFile(filepath.Join(d.state, nodetls.CertFile))
+	if err != nil {
+		return "", err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return "", fmt.Errorf("%s: no PEM certificate", nodetls.CertFile)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return "", err
+	}
+	return nodetls.Fingerprint(c), nil
+}
+
+// checkNodePlainHTTPRefused: a node's listener answers plain HTTP with
+// TLS's refusal (400), never the API, whatever the token; over TLS, the
+// key it presents is the one it registered (the control planes reached
+// it through that pin).
+func checkNodePlainHTTPRefused(t *testing.T, n *daemon) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+n.addr+"/v1/sandboxes", nil)
+	req.Header.Set("Authorization", "Bearer "+n.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(b), "sandboxes") {
+			t.Fatalf("a node's listener answered plain HTTP: %d %s", resp.StatusCode, b)
+		}
+	}
+	if resp, err := n.httpClient().Get(n.base() + "/v1/health"); err != nil {
+		t.Fatalf("the node over TLS, pinned to its state directory's key: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+}
