@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"corral/internal/cluster/nodetls"
+	"corral/sdk/go/corral"
 )
 
 // base is the daemon's API URL: https for a cluster node, whose
@@ -84,4 +86,10 @@ func checkNodePlainHTTPRefused(t *testing.T, n *daemon) {
 	} else {
 		resp.Body.Close()
 	}
+}
+
+// isStatus says whether err is the API's error answer of status.
+func isStatus(err error, status int) bool {
+	var ce *corral.Error
+	return errors.As(err, &ce) && ce.Status == status
 }

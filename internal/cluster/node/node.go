@@ -5,7 +5,7 @@
 // planes in with the node's credential (nodeauth) instead of the API
 // token. The daemon runs sandboxes exactly as it does alone.
 //
-// It imports the manager, the cluster store and nodeauth; only the daemon
+// It imports the manager, the cluster store, nodeauth and nodetls; only the daemon
 // imports it.
 package node
 

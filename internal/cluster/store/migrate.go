@@ -108,7 +108,7 @@ var migrations = []string{
 	);`,
 	// 5: where a node serves E2B's envd face ('': it does not).
 	`ALTER TABLE nodes ADD COLUMN envd_address text NOT NULL DEFAULT ''`,
-	// The SPKI SHA-256 of the node's TLS certificate, which callers pin
+	// 6: the SPKI SHA-256 of the node's TLS certificate, which callers pin
 	// (nodetls, tls.go).
 	`ALTER TABLE nodes ADD COLUMN tls_fingerprint text NOT NULL DEFAULT ''`,
 }
