@@ -42,6 +42,11 @@ func TestClusterFlags(t *testing.T) {
 		{"a missing file", func(c *clusterFlags) { c.node, c.dbFile = true, filepath.Join(dir, "none") }, "--cluster-db-file"},
 		{"an empty file", func(c *clusterFlags) { c.node, c.dbFile = true, emptyFile }, "is empty"},
 		{"a file too big", func(c *clusterFlags) { c.node, c.dbFile = true, bigFile }, "over 64 KiB"},
+		{"node TLS for a control", func(c *clusterFlags) { c.control, c.db, c.tlsCert, c.tlsKey = true, "postgres://x", "c", "k" }, "--node-tls-cert"},
+		{"a CA without a role", func(c *clusterFlags) { c.clusterCA = "ca.pem" }, "--cluster-ca needs"},
+		{"node TLS", func(c *clusterFlags) {
+			c.node, c.db, c.tlsCert, c.tlsKey, c.clusterCA = true, "postgres://x", "c.pem", "k.pem", "ca.pem"
+		}, ""},
 	} {
 		t.Setenv(clusterDBEnv, "")
 		f := ok
@@ -56,6 +61,9 @@ func TestClusterFlags(t *testing.T) {
 		}
 		if c.name == "node" && (cfg.Cluster.DB != "postgres://x" || cfg.Cluster.Labels["zone"] != "a" || cfg.Cluster.Labels["gpu"] != "") {
 			t.Errorf("node: config %+v", cfg.Cluster)
+		}
+		if c.name == "node TLS" && (cfg.Cluster.TLS.CertFile != "c.pem" || cfg.Cluster.TLS.KeyFile != "k.pem" || cfg.Cluster.TLS.CAFile != "ca.pem") {
+			t.Errorf("node TLS: config %+v", cfg.Cluster.TLS)
 		}
 		if c.name == "node from a file" && cfg.Cluster.DB != "postgres://u:secret@h/db" {
 			t.Errorf("node from a file: database %q", cfg.Cluster.DB)
