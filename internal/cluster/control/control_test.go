@@ -124,7 +124,7 @@ func TestControlPlaneAPI(t *testing.T) {
 		{"too big for any node", "POST", "/v1/sandboxes", testToken, `{"memory_mb": 8192}`, 429, "no ready node has room"},
 		{"unknown sandbox", "GET", "/v1/sandboxes/sb-nothere", testToken, "", 404, "not found"},
 		{"not served yet", "GET", "/v1/volumes", testToken, "", 400, "not served by the control plane"},
-		{"layers not served", "POST", "/v1/images/layers", testToken, "", 400, "not served by the control plane"},
+		{"a layer upload goes to a node", "POST", "/v1/images/layers", testToken, "", 200, `"path":"/v1/images/layers"`},
 		{"image list", "GET", "/v1/images", testToken, "", 200, `"images":[]`},
 		{"unknown image", "GET", "/v1/images/app:1", testToken, "", 404, "on no ready node"},
 		{"build on an unknown node", "POST", "/v1/images/build?node=nx", testToken, "{}", 404, "node nx"},

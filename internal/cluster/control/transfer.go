@@ -2,10 +2,12 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +66,9 @@ var errSource = errors.New("the sending node failed")
 func (s *Server) relaySnapshot(ctx context.Context, from, to store.Node, l store.SnapshotLocation) error {
 	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
 	defer cancel()
+	if err := s.ensureSnapshotImage(ctx, to, l); err != nil {
+		return err
+	}
 	target, cred, err := s.nodeTarget(from)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errSource, err)
@@ -101,6 +106,21 @@ func (s *Server) relaySnapshot(ctx context.Context, from, to store.Node, l store
 	}
 	l.Node = to.ID
 	return s.st.AddSnapshot(context.WithoutCancel(ctx), l)
+}
+
+// ensureSnapshotImage has node to fetch the image snapshot l was made
+// from (its record names it by digest; none for the base image) before
+// the snapshot is sent there: a node refuses a snapshot whose image it
+// lacks.
+func (s *Server) ensureSnapshotImage(ctx context.Context, to store.Node, l store.SnapshotLocation) error {
+	var sn apiv1.Snapshot
+	if err := json.Unmarshal(l.Record, &sn); err != nil {
+		return fmt.Errorf("snapshot %s's stored record: %w", l.ID, err)
+	}
+	if !strings.HasPrefix(sn.Image, "sha256:") {
+		return nil
+	}
+	return s.ensureImage(ctx, to, sn.Image)
 }
 
 // watchedReader remembers its source's read error, so a stream cut by

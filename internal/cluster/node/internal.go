@@ -35,6 +35,8 @@ func (n *Node) internal(w http.ResponseWriter, r *http.Request) {
 		n.forkCopy(w, r)
 	case strings.HasPrefix(r.URL.Path, nodeauth.ImagesPath):
 		n.images.ServeHTTP(w, r) // images.go
+	case strings.HasPrefix(r.URL.Path, nodeauth.LayersPath):
+		n.layers.ServeHTTP(w, r) // layers.go
 	default:
 		writeError(w, fmt.Errorf("%w: no node-internal route for %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	}

@@ -72,6 +72,7 @@ type Node struct {
 	images *http.ServeMux
 	tls    *tls.Config  // its listeners' (tls.go)
 	client *http.Client // to other nodes, over TLS
+	layers *http.ServeMux
 	// What reportImages last sent, and the heartbeats counted (beat's
 	// goroutine only).
 	reported []byte
@@ -103,6 +104,7 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 	}
 	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), nonce: id.Nonce, join: join, token: token}
 	n.images = n.imagesMux()
+	n.layers = n.layersMux()
 	fp, err := n.loadTLS()
 	if err != nil {
 		st.Close()

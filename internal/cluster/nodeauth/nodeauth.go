@@ -78,3 +78,9 @@ const ImagesPath = "/v1/cluster/node/images/"
 type FetchRequest struct {
 	Tags []string `json:"tags,omitempty"`
 }
+
+// LayersPath is where a node serves the layers uploaded to it (a build's
+// copy steps) to the rest of the cluster, among its node-internal
+// endpoints: GET {digest} is the layer as a tar, and POST {digest}/fetch
+// makes the node fetch it from a node that holds it.
+const LayersPath = "/v1/cluster/node/layers/"

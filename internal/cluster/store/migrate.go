@@ -108,7 +108,17 @@ var migrations = []string{
 	);`,
 	// 5: where a node serves E2B's envd face ('': it does not).
 	`ALTER TABLE nodes ADD COLUMN envd_address text NOT NULL DEFAULT ''`,
-	// 6: the SPKI SHA-256 of the node's TLS certificate, which callers pin
+	// 6: which node holds which uploaded layer (layers.go): a build's
+	// copy steps upload their files as layers before the build, which
+	// then runs where they are or has them fetched there.
+	`CREATE TABLE node_layers (
+		node_id     text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		digest      text NOT NULL,
+		size        bigint NOT NULL DEFAULT 0,
+		recorded_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (digest, node_id)
+	)`,
+	// 7: the SPKI SHA-256 of the node's TLS certificate, which callers pin
 	// (nodetls, tls.go).
 	`ALTER TABLE nodes ADD COLUMN tls_fingerprint text NOT NULL DEFAULT ''`,
 }

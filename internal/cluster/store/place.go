@@ -44,6 +44,10 @@ type Request struct {
 	// (a WarmKey) earn a node a bonus: one that holds the image, or has
 	// a warm sandbox ready for it, is preferred among those with room.
 	Image, Warm string
+	// Snapshot (a snapshot id) is the memory snapshot a restore starts
+	// from: a node that holds it is preferred, as an image's holder is
+	// for a create (it need not be sent there).
+	Snapshot string
 }
 
 // Placement is where a sandbox is (or a reservation for one).
@@ -177,11 +181,16 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 	if exclude == nil {
 		exclude = []string{}
 	}
-	if r.Image != "" {
-		// The eligible nodes that hold the image, if any: found through
-		// node_images' indexes, so a create reads those nodes' rows only.
-		rows, err := s.pool.Query(ctx, holdersSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
-			r.CPUMilli, r.MemoryMB, sampleSize, r.Warm, r.RuntimeVersion, r.Image)
+	q, held := holdersSQL, r.Image
+	if held == "" {
+		q, held = snapshotHoldersSQL, r.Snapshot
+	}
+	if held != "" {
+		// The eligible nodes that hold the image (or snapshot), if any:
+		// found through its table's indexes, so a create reads those
+		// nodes' rows only.
+		rows, err := s.pool.Query(ctx, q, seconds(r.FreshWithin), r.Runtime, labels, exclude,
+			r.CPUMilli, r.MemoryMB, sampleSize, r.Warm, r.RuntimeVersion, held)
 		if err != nil {
 			return nil, fmt.Errorf("placing a sandbox: %w", err)
 		}
@@ -217,6 +226,14 @@ const warmSQL = `(CASE WHEN EXISTS (SELECT 1 FROM node_warm w WHERE w.key = $%d 
 // the holders' rows only.
 var holdersSQL = `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb, 1 + ` + fmt.Sprintf(warmSQL, 8) + `
 	FROM nodes WHERE id IN (SELECT node_id FROM node_images WHERE digest = $10 OR $10 = ANY(tags))
+		AND ` + eligibleSQL + ` ORDER BY random() LIMIT $7`
+
+// snapshotHoldersSQL is holdersSQL for a restore: a random few of the
+// eligible nodes that hold the snapshot $10, found through
+// snapshot_locations' key, each with bonus 1 ($8, the warm key, is
+// empty for a restore and matches none).
+var snapshotHoldersSQL = `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb, 1 + ` + fmt.Sprintf(warmSQL, 8) + `
+	FROM nodes WHERE id IN (SELECT node_id FROM snapshot_locations WHERE snapshot_id = $10)
 		AND ` + eligibleSQL + ` ORDER BY random() LIMIT $7`
 
 // sampleSQL is the candidate walk (candidatesSQL), each node with its
