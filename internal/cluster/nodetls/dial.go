@@ -47,8 +47,11 @@ func (d *Dialer) Transport() *http.Transport {
 	return tr
 }
 
-// dialer is the TCP dial under TLS (http.DefaultTransport's values).
+// dialer is the TCP dial under TLS, and handshakeTimeout bounds the
+// handshake (http.DefaultTransport's values).
 var dialer = net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+
+const handshakeTimeout = 10 * time.Second
 
 // DialTLSContext dials addr (host:port) and completes a TLS handshake
 // that accepts the node's certificate only as d says.
@@ -78,10 +81,14 @@ func (d *Dialer) DialTLSContext(ctx context.Context, network, addr string) (net.
 		return nil, err
 	}
 	conn := tls.Client(raw, cfg)
+	// As http.Transport bounds its own handshakes: a listener that
+	// accepts and never answers does not hold the call.
+	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
 	if err := conn.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		return nil, err
 	}
+	_ = raw.SetDeadline(time.Time{})
 	return conn, nil
 }
 
