@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -36,7 +37,19 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.RemoteAddr = "127.0.0.1:0" // the daemon itself
 	go func() {
 		defer func() {
+			// A handler that aborts its response (a reverse proxy whose
+			// copy failed, as when the reader closed the body first)
+			// ends it, as http.Server treats ErrAbortHandler; any other
+			// panic is still one.
+			p := recover()
+			if p != nil && p != http.ErrAbortHandler {
+				panic(p)
+			}
 			w.WriteHeader(http.StatusOK) // no-op when already sent
+			if p != nil {
+				pw.CloseWithError(errAborted)
+				return
+			}
 			pw.Close()
 		}()
 		t.h.ServeHTTP(w, req)
@@ -57,6 +70,9 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Header: w.sent, Body: cancelBody{pr, cancel}, ContentLength: size, Request: req,
 	}, nil
 }
+
+// errAborted is what reads of a response whose handler aborted it get.
+var errAborted = errors.New("the in-process handler aborted its response")
 
 // cancelBody is a response body whose Close also cancels the request.
 type cancelBody struct {

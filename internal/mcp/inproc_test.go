@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"testing"
@@ -60,5 +61,24 @@ func TestHandlerTransport(t *testing.T) {
 	case <-gone:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handler never saw its caller go")
+	}
+}
+
+// TestHandlerTransportAbort: a handler that aborts its response (as a
+// reverse proxy does when its copy fails) ends it with an error for the
+// reader and does not take the process down, as with http.Server.
+func TestHandlerTransportAbort(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "partial")
+		panic(http.ErrAbortHandler)
+	})
+	resp, err := (&http.Client{Transport: handlerTransport{h}}).Get("http://x/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if string(b) != "partial" || !errors.Is(err, errAborted) {
+		t.Fatalf("an aborted response read %q, %v; want the partial body and errAborted", b, err)
 	}
 }

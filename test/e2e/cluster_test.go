@@ -496,7 +496,10 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("the create with n2 lost is not on n1: %v", err)
 	}
 
-	// n2 returns: it terminates the sandboxes the cluster gave up on.
+	// n2 returns, with a new TLS key (its files deleted): it registers
+	// the key's fingerprint, and terminates the sandboxes the cluster
+	// gave up on.
+	oldKey := rotateNodeKey(t, n2)
 	n2.start()
 	back := time.Now()
 	clusterWait(t, 60*time.Second, "n2's lost sandboxes terminated on its return", func() bool {
@@ -520,6 +523,13 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	t.Logf("n2's 2 lost sandboxes terminated %s after its restart answered", time.Since(back).Round(100*time.Millisecond))
+	var n2IDs []string
+	for id, n := range where {
+		if n == n2 {
+			n2IDs = append(n2IDs, id)
+		}
+	}
+	checkRotatedKey(ctx, t, b, token, n2, oldKey, n2IDs)
 	if n := b.nodes()["n2"]; n.State != "ready" || n.Sandboxes != 0 {
 		t.Fatalf("n2 after its return: %+v, want ready with nothing placed", n)
 	}

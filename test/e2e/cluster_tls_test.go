@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -92,4 +93,49 @@ func checkNodePlainHTTPRefused(t *testing.T, n *daemon) {
 func isStatus(err error, status int) bool {
 	var ce *corral.Error
 	return errors.As(err, &ce) && ce.Status == status
+}
+
+// rotateNodeKey deletes stopped node n's TLS key and certificate, so its
+// next start makes a new key and registers its fingerprint; it returns
+// the old fingerprint.
+func rotateNodeKey(t *testing.T, n *daemon) string {
+	t.Helper()
+	old, err := n.tlsFingerprint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{nodetls.KeyFile, nodetls.CertFile} {
+		if err := os.Remove(filepath.Join(n.state, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return old
+}
+
+// checkRotatedKey: node n, restarted with a new key, is reached through
+// control c with it (the pin the node registered replaced the old one):
+// c's merged list has no node missing and holds each of ids, sandboxes
+// of n.
+func checkRotatedKey(ctx context.Context, t *testing.T, c *controlPlane, token string, n *daemon, old string, ids []string) {
+	t.Helper()
+	now, err := n.tlsFingerprint()
+	if err != nil || now == old {
+		t.Fatalf("the node's key after its files were deleted: %s (%v), before %s", now, err, old)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+c.addr+"/v1/sandboxes", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if missing := resp.Header.Get("X-Corral-Missing-Nodes"); resp.StatusCode != http.StatusOK || missing != "" {
+		t.Fatalf("the list after the node's new key: %d, missing %q: %s", resp.StatusCode, missing, b)
+	}
+	for _, id := range ids {
+		if !strings.Contains(string(b), id) {
+			t.Fatalf("the list after the node's new key lacks its sandbox %s: %s", id, b)
+		}
+	}
 }
