@@ -29,6 +29,9 @@ type ClusterNode struct {
 	Sandboxes      int     `json:"sandboxes"`
 	Heartbeat      string  `json:"heartbeat"` // RFC 3339, UTC
 	LostAt         string  `json:"lost_at,omitempty"`
+	// TLSFingerprint is the SHA-256 of the node's TLS key
+	// ("sha256:hex"), as it registered it: what control planes pin.
+	TLSFingerprint string `json:"tls_fingerprint,omitempty"`
 }
 
 // ClusterNodes is the body of GET /v1/cluster/nodes.

@@ -529,7 +529,7 @@ func TestCluster(t *testing.T) {
 			n2IDs = append(n2IDs, id)
 		}
 	}
-	checkRotatedKey(ctx, t, b, token, n2, oldKey, n2IDs)
+	checkRotatedKey(ctx, t, b, token, "n2", n2, oldKey, n2IDs)
 	if n := b.nodes()["n2"]; n.State != "ready" || n.Sandboxes != 0 {
 		t.Fatalf("n2 after its return: %+v, want ready with nothing placed", n)
 	}

@@ -112,15 +112,18 @@ func rotateNodeKey(t *testing.T, n *daemon) string {
 	return old
 }
 
-// checkRotatedKey: node n, restarted with a new key, is reached through
-// control c with it (the pin the node registered replaced the old one):
-// c's merged list has no node missing and holds each of ids, sandboxes
-// of n.
-func checkRotatedKey(ctx context.Context, t *testing.T, c *controlPlane, token string, n *daemon, old string, ids []string) {
+// checkRotatedKey: node n (named name), restarted with a new key,
+// registered its fingerprint (shown by c's node list) and is reached
+// through control c with it: c's merged list has no node missing and
+// holds each of ids, sandboxes of n.
+func checkRotatedKey(ctx context.Context, t *testing.T, c *controlPlane, token, name string, n *daemon, old string, ids []string) {
 	t.Helper()
 	now, err := n.tlsFingerprint()
 	if err != nil || now == old {
 		t.Fatalf("the node's key after its files were deleted: %s (%v), before %s", now, err, old)
+	}
+	if got := c.nodes()[name].TLSFingerprint; got != now {
+		t.Fatalf("the node's registered fingerprint %q, its key's %s", got, now)
 	}
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+c.addr+"/v1/sandboxes", nil)
 	req.Header.Set("Authorization", "Bearer "+token)

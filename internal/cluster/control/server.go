@@ -125,9 +125,16 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
+	fps, err := s.st.TLSFingerprints(r.Context())
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	out := apiv1.ClusterNodes{Nodes: []apiv1.ClusterNode{}}
 	for _, n := range ns {
-		out.Nodes = append(out.Nodes, toAPINode(n, uses[n.ID]))
+		c := toAPINode(n, uses[n.ID])
+		c.TLSFingerprint = fps[n.ID]
+		out.Nodes = append(out.Nodes, c)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -41,6 +41,10 @@ func TestNodeKeyMismatchRefused(t *testing.T) {
 	if err := st.SetTLSFingerprint(context.Background(), "n1", n.CredentialHash, other); err != nil {
 		t.Fatal(err)
 	}
+	if status, body := call(t, controlFor(t, st, testJoin), "GET", "/v1/cluster/nodes", testToken, ""); status != http.StatusOK ||
+		!strings.Contains(body, `"tls_fingerprint":"`+other+`"`) {
+		t.Fatalf("the nodes' list does not show the registered fingerprint: %d %s", status, body)
+	}
 	// A new control plane: no connection open to the node yet (a key
 	// changes with the node's restart, which closes them).
 	status, body = call(t, controlFor(t, st, testJoin), "GET", "/v1/sandboxes/"+sb.ID, testToken, "")

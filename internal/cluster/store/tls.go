@@ -41,3 +41,18 @@ func (s *Store) TLSPins(ctx context.Context, urls []string) ([]NodePin, error) {
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[NodePin])
 }
+
+// TLSFingerprints are the registered fingerprints by node id (nodes with
+// none left out).
+func (s *Store) TLSFingerprints(ctx context.Context) (map[string]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, tls_fingerprint FROM nodes WHERE tls_fingerprint <> ''`)
+	if err != nil {
+		return nil, err
+	}
+	pins, err := pgx.CollectRows(rows, pgx.RowToStructByPos[NodePin])
+	out := make(map[string]string, len(pins))
+	for _, p := range pins {
+		out[p.Node] = p.Fingerprint
+	}
+	return out, err
+}

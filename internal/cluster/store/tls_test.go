@@ -42,4 +42,7 @@ func TestTLSPins(t *testing.T) {
 	if pins, err := s.TLSPins(ctx, []string{"https://10.0.0.3:7000"}); err != nil || len(pins) != 0 {
 		t.Fatalf("an address no node has: %v %v", pins, err)
 	}
+	if fps, err := s.TLSFingerprints(ctx); err != nil || len(fps) != 1 || fps["n1"] != "sha256:bb" {
+		t.Fatalf("fingerprints by node: %v %v", fps, err)
+	}
 }
