@@ -44,6 +44,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/cluster/nodes/{id}/drain", s.auth(s.drain(true)))
 	s.mux.HandleFunc("POST /v1/cluster/nodes/{id}/undrain", s.auth(s.drain(false)))
 	s.imageRoutes()
+	s.volumeRoutes()
+	s.secretRoutes()
 	s.mux.HandleFunc("POST /v1/sandboxes", s.auth(s.create))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.list))
 	s.mux.HandleFunc("GET /v1/usage", s.auth(s.usage))

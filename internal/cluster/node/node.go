@@ -105,11 +105,17 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), nonce: id.Nonce, join: join, token: token}
 	n.images = n.imagesMux()
 	n.layers = n.layersMux()
+	sec, err := newClusterSecrets(st, join)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	fp, err := n.loadTLS()
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
+	m.UseSecretStore(sec) // the cluster's secrets, not this state dir's
 	rec := n.record()
 	rec.RuntimeVersions = n.runtimeVersions(ctx)
 	if err := st.Register(ctx, rec); err != nil {

@@ -118,7 +118,24 @@ var migrations = []string{
 		recorded_at timestamptz NOT NULL DEFAULT now(),
 		PRIMARY KEY (digest, node_id)
 	)`,
-	// 7: the SPKI SHA-256 of the node's TLS certificate, which callers pin
+	// 7: where each volume is (a volume lives on one node), and the
+	// cluster's secrets, their values sealed with a key derived from the
+	// join token (secrets.go).
+	`CREATE TABLE volume_locations (
+		name       text PRIMARY KEY,
+		node_id    text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		size_gib   integer NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now()
+	);
+	CREATE INDEX volume_locations_node ON volume_locations (node_id);
+	CREATE TABLE cluster_secrets (
+		name       text PRIMARY KEY,
+		keys       text[] NOT NULL,
+		sealed     text NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now(),
+		updated_at timestamptz NOT NULL DEFAULT now()
+	);`,
+	// 8: the SPKI SHA-256 of the node's TLS certificate, which callers pin
 	// (nodetls, tls.go).
 	`ALTER TABLE nodes ADD COLUMN tls_fingerprint text NOT NULL DEFAULT ''`,
 }
