@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -37,19 +36,19 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.RemoteAddr = "127.0.0.1:0" // the daemon itself
 	go func() {
 		defer func() {
-			// A handler that aborts its response (a reverse proxy whose
-			// copy failed, as when the reader closed the body first)
-			// ends it, as http.Server treats ErrAbortHandler; any other
-			// panic is still one.
-			p := recover()
-			if p != nil && p != http.ErrAbortHandler {
-				panic(p)
-			}
-			w.WriteHeader(http.StatusOK) // no-op when already sent
-			if p != nil {
-				pw.CloseWithError(errAborted)
+			// A handler that aborts (http.ErrAbortHandler: a reverse
+			// proxy whose copy failed, its caller gone) cuts the body
+			// short, as net/http's server does; this goroutine has no
+			// server to recover it, and the process would die.
+			if p := recover(); p != nil {
+				if p != http.ErrAbortHandler {
+					panic(p)
+				}
+				w.WriteHeader(http.StatusBadGateway) // no-op when already sent
+				pw.CloseWithError(io.ErrUnexpectedEOF)
 				return
 			}
+			w.WriteHeader(http.StatusOK) // no-op when already sent
 			pw.Close()
 		}()
 		t.h.ServeHTTP(w, req)
@@ -70,9 +69,6 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Header: w.sent, Body: cancelBody{pr, cancel}, ContentLength: size, Request: req,
 	}, nil
 }
-
-// errAborted is what reads of a response whose handler aborted it get.
-var errAborted = errors.New("the in-process handler aborted its response")
 
 // cancelBody is a response body whose Close also cancels the request.
 type cancelBody struct {

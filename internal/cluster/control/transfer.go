@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,7 +21,8 @@ import (
 const transferTimeout = 15 * time.Minute
 
 // ensureSnapshot makes node n hold the snapshot whose locations are
-// locs: when it does not, the snapshot is relayed to it from a ready
+// locs: when it does not, the snapshot's image is fetched there if the
+// cluster knows it (ensureImage), then the snapshot is relayed to it from a ready
 // holder and the new location recorded, so later restores there reuse
 // it. n's refusal (another runtime version, no room, its image missing)
 // is returned as n said it; a holder that fails is left for the next.
@@ -30,6 +30,13 @@ func (s *Server) ensureSnapshot(ctx context.Context, n store.Node, locs []store.
 	for _, l := range locs {
 		if l.Node == n.ID {
 			return nil
+		}
+	}
+	// The node refuses a snapshot whose image it lacks: that comes first.
+	var rec apiv1.Snapshot
+	if json.Unmarshal(locs[0].Record, &rec) == nil {
+		if err := s.ensureImage(ctx, n, rec.Image); err != nil {
+			return err
 		}
 	}
 	var last error
@@ -66,9 +73,6 @@ var errSource = errors.New("the sending node failed")
 func (s *Server) relaySnapshot(ctx context.Context, from, to store.Node, l store.SnapshotLocation) error {
 	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
 	defer cancel()
-	if err := s.ensureSnapshotImage(ctx, to, l); err != nil {
-		return err
-	}
 	target, cred, err := s.nodeTarget(from)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errSource, err)
@@ -106,21 +110,6 @@ func (s *Server) relaySnapshot(ctx context.Context, from, to store.Node, l store
 	}
 	l.Node = to.ID
 	return s.st.AddSnapshot(context.WithoutCancel(ctx), l)
-}
-
-// ensureSnapshotImage has node to fetch the image snapshot l was made
-// from (its record names it by digest; none for the base image) before
-// the snapshot is sent there: a node refuses a snapshot whose image it
-// lacks.
-func (s *Server) ensureSnapshotImage(ctx context.Context, to store.Node, l store.SnapshotLocation) error {
-	var sn apiv1.Snapshot
-	if err := json.Unmarshal(l.Record, &sn); err != nil {
-		return fmt.Errorf("snapshot %s's stored record: %w", l.ID, err)
-	}
-	if !strings.HasPrefix(sn.Image, "sha256:") {
-		return nil
-	}
-	return s.ensureImage(ctx, to, sn.Image)
 }
 
 // watchedReader remembers its source's read error, so a stream cut by

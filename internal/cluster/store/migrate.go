@@ -135,7 +135,25 @@ var migrations = []string{
 		created_at timestamptz NOT NULL DEFAULT now(),
 		updated_at timestamptz NOT NULL DEFAULT now()
 	);`,
-	// 8: the SPKI SHA-256 of the node's TLS certificate, which callers pin
+	// 8: a drain's moves of paused sandboxes (drain.go): one row per
+	// drained node (when its drain began, when the leader last listed
+	// it) and one per sandbox found there.
+	`CREATE TABLE drains (
+		node_id    text PRIMARY KEY REFERENCES nodes (id) ON DELETE CASCADE,
+		started_at timestamptz NOT NULL DEFAULT now(),
+		scanned_at timestamptz
+	);
+	CREATE TABLE drain_moves (
+		sandbox_id text NOT NULL,
+		node_id    text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		state      text NOT NULL CHECK (state IN ('pending', 'moving', 'moved', 'stuck', 'failed')),
+		reason     text NOT NULL DEFAULT '',
+		target     text NOT NULL DEFAULT '',
+		snapshot   text NOT NULL DEFAULT '',
+		updated_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (node_id, sandbox_id)
+	);`,
+	// 9: the SPKI SHA-256 of the node's TLS certificate, which callers pin
 	// (nodetls, tls.go).
 	`ALTER TABLE nodes ADD COLUMN tls_fingerprint text NOT NULL DEFAULT ''`,
 }
