@@ -30,6 +30,9 @@ type clusterFlags struct {
 	heartbeat     time.Duration
 	lostAfter     time.Duration
 	tokenFile     string
+	tlsCert       string
+	tlsKey        string
+	clusterCA     string
 }
 
 func addClusterFlags(f *pflag.FlagSet, c *clusterFlags) {
@@ -39,12 +42,15 @@ func addClusterFlags(f *pflag.FlagSet, c *clusterFlags) {
 	f.StringVar(&c.dbFile, "cluster-db-file", "", "a file holding --cluster-db's URL, password included if wanted (a Kubernetes Secret's file, a systemd credential)")
 	f.StringVar(&c.joinTokenFile, "join-token-file", "", "a file holding the cluster's join token (at least 16 bytes), the same for nodes and control planes")
 	f.StringVar(&c.name, "node-name", "", "this node's name in the cluster")
-	f.StringVar(&c.address, "node-address", "", "the base URL control planes reach this node's API at (http://host:port)")
-	f.StringVar(&c.envdAddress, "node-envd-address", "", "the base URL control planes reach this node's envd face at (http://host:port); default: --node-address's host with --envd-listen's port")
+	f.StringVar(&c.address, "node-address", "", "the base URL control planes reach this node's API at (https://host:port: its listener serves TLS)")
+	f.StringVar(&c.envdAddress, "node-envd-address", "", "the base URL control planes reach this node's envd face at (https://host:port); default: --node-address's host with --envd-listen's port")
 	f.StringArrayVar(&c.labels, "node-label", nil, "a label of this node, key=value (repeatable); creates select nodes by labels with node_selector")
 	f.DurationVar(&c.heartbeat, "heartbeat", 5*time.Second, "time between a node's heartbeats")
 	f.DurationVar(&c.lostAfter, "node-lost-after", 30*time.Second, "a control plane marks a node silent for longer than this lost, and its sandboxes with it")
 	f.StringVar(&c.tokenFile, "token-file", "", "a control plane's API token, the one its callers present (at least 16 bytes)")
+	f.StringVar(&c.tlsCert, "node-tls-cert", "", "a node's TLS certificate (PEM; with --node-tls-key), instead of the key and self-signed certificate it makes in its state dir")
+	f.StringVar(&c.tlsKey, "node-tls-key", "", "the private key of --node-tls-cert (PEM)")
+	f.StringVar(&c.clusterCA, "cluster-ca", "", "CA certificates (PEM) that nodes' certificates must chain to, naming the node's host; without it, nodes are checked against the fingerprint they registered")
 }
 
 // clusterDBEnv is the environment variable a node or control plane reads
@@ -98,6 +104,10 @@ func (c *clusterFlags) apply(cfg *daemon.Config) error {
 		return fmt.Errorf("--node and --control need --cluster-db, --cluster-db-file or $%s", clusterDBEnv)
 	case !c.node && !c.control && c.db != "":
 		return fmt.Errorf("--cluster-db (or --cluster-db-file) needs --node or --control")
+	case !c.node && (c.tlsCert != "" || c.tlsKey != ""):
+		return fmt.Errorf("--node-tls-cert and --node-tls-key are a node's (--node)")
+	case !c.node && !c.control && c.clusterCA != "":
+		return fmt.Errorf("--cluster-ca needs --node or --control")
 	case c.heartbeat <= 0 || c.lostAfter <= 0:
 		return fmt.Errorf("--heartbeat %s and --node-lost-after %s: both must be positive (the bound several heartbeats long)", c.heartbeat, c.lostAfter)
 	}
@@ -119,6 +129,7 @@ func (c *clusterFlags) apply(cfg *daemon.Config) error {
 	}
 	cfg.Cluster.EnvdAddress = envdAddr
 	cfg.Cluster.JoinTokenFile, cfg.Cluster.Labels, cfg.Cluster.Heartbeat = c.joinTokenFile, labels, c.heartbeat
+	cfg.Cluster.TLS.CertFile, cfg.Cluster.TLS.KeyFile, cfg.Cluster.TLS.CAFile = c.tlsCert, c.tlsKey, c.clusterCA
 	return nil
 }
 
@@ -153,5 +164,5 @@ func nodeEnvdAddress(flag, apiAddr, envdListen string) (string, error) {
 // envd face, which passes each request on to the sandbox's node.
 func runControl(ctx context.Context, c clusterFlags, listen, envdListen, e2bRuntime string, mcpMaxTimeout time.Duration, log *slog.Logger) error {
 	return control.Run(ctx, control.Config{Listen: listen, EnvdListen: envdListen, E2BRuntime: e2bRuntime, DB: c.db, TokenFile: c.tokenFile,
-		JoinTokenFile: c.joinTokenFile, LostAfter: c.lostAfter, MCPMaxTimeout: mcpMaxTimeout, Version: version, Log: log})
+		JoinTokenFile: c.joinTokenFile, LostAfter: c.lostAfter, MCPMaxTimeout: mcpMaxTimeout, ClusterCA: c.clusterCA, Version: version, Log: log})
 }

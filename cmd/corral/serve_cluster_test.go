@@ -42,6 +42,11 @@ func TestClusterFlags(t *testing.T) {
 		{"a missing file", func(c *clusterFlags) { c.node, c.dbFile = true, filepath.Join(dir, "none") }, "--cluster-db-file"},
 		{"an empty file", func(c *clusterFlags) { c.node, c.dbFile = true, emptyFile }, "is empty"},
 		{"a file too big", func(c *clusterFlags) { c.node, c.dbFile = true, bigFile }, "over 64 KiB"},
+		{"node TLS for a control", func(c *clusterFlags) { c.control, c.db, c.tlsCert, c.tlsKey = true, "postgres://x", "c", "k" }, "--node-tls-cert"},
+		{"a CA without a role", func(c *clusterFlags) { c.clusterCA = "ca.pem" }, "--cluster-ca needs"},
+		{"node TLS", func(c *clusterFlags) {
+			c.node, c.db, c.tlsCert, c.tlsKey, c.clusterCA = true, "postgres://x", "c.pem", "k.pem", "ca.pem"
+		}, ""},
 	} {
 		t.Setenv(clusterDBEnv, "")
 		f := ok
@@ -56,6 +61,9 @@ func TestClusterFlags(t *testing.T) {
 		}
 		if c.name == "node" && (cfg.Cluster.DB != "postgres://x" || cfg.Cluster.Labels["zone"] != "a" || cfg.Cluster.Labels["gpu"] != "") {
 			t.Errorf("node: config %+v", cfg.Cluster)
+		}
+		if c.name == "node TLS" && (cfg.Cluster.TLS.CertFile != "c.pem" || cfg.Cluster.TLS.KeyFile != "k.pem" || cfg.Cluster.TLS.CAFile != "ca.pem") {
+			t.Errorf("node TLS: config %+v", cfg.Cluster.TLS)
 		}
 		if c.name == "node from a file" && cfg.Cluster.DB != "postgres://u:secret@h/db" {
 			t.Errorf("node from a file: database %q", cfg.Cluster.DB)
@@ -77,14 +85,14 @@ func TestNodeEnvdAddress(t *testing.T) {
 		flag, api, listen string
 		want              string // "error" : refused
 	}{
-		{"", "http://10.0.0.11:7070", "", ""},
-		{"", "http://10.0.0.11:7070", "0.0.0.0:49983", "http://10.0.0.11:49983"},
+		{"", "https://10.0.0.11:7070", "", ""},
+		{"", "https://10.0.0.11:7070", "0.0.0.0:49983", "https://10.0.0.11:49983"},
 		{"", "https://[fd00::1]:7070", ":49983", "https://[fd00::1]:49983"},
-		{"http://envd.internal:9000", "http://10.0.0.11:7070", ":49983", "http://envd.internal:9000"},
-		{"http://envd.internal:9000", "http://10.0.0.11:7070", "", "error"},
-		{"envd.internal:9000", "http://10.0.0.11:7070", ":49983", "error"},
+		{"https://envd.internal:9000", "https://10.0.0.11:7070", ":49983", "https://envd.internal:9000"},
+		{"https://envd.internal:9000", "https://10.0.0.11:7070", "", "error"},
+		{"envd.internal:9000", "https://10.0.0.11:7070", ":49983", "error"},
 		{"", "10.0.0.11:7070", ":49983", "error"},
-		{"", "http://10.0.0.11:7070", "49983", "error"},
+		{"", "https://10.0.0.11:7070", "49983", "error"},
 	} {
 		got, err := nodeEnvdAddress(c.flag, c.api, c.listen)
 		if err != nil {

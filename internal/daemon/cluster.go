@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
 
 	"corral/internal/cluster/node"
 	"corral/internal/e2b"
@@ -17,4 +19,13 @@ func joinCluster(ctx context.Context, cfg Config, m *manager.Manager, token stri
 	c.Log = cfg.Logger
 	c.E2BKeyPrefix = e2b.KeyPrefix
 	return node.Join(ctx, c, m, token)
+}
+
+// tlsListener is ln serving TLS with cfg, or ln itself when cfg is nil
+// (a daemon that is not a cluster node).
+func tlsListener(ln net.Listener, cfg *tls.Config) net.Listener {
+	if cfg == nil {
+		return ln
+	}
+	return tls.NewListener(ln, cfg)
 }

@@ -7,6 +7,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -247,15 +248,16 @@ func Run(ctx context.Context, cfg Config) error {
 		envdFace = reqid.Middleware(envdFace, log)
 	}
 	h := handler(m, builder, token, cfg, trail, log, tel)
+	var nodeTLS *tls.Config
 	if cfg.Cluster.DB != "" {
 		nd, err := joinCluster(ctx, cfg, m, token)
 		if err != nil {
 			return err
 		}
 		defer nd.Close()
-		h = nd.Handler(h)
+		h, nodeTLS = nd.Handler(h), nd.ServerTLS()
 	}
-	return serve(ctx, cfg, h, envdFace, metricsFace(cfg, tel))
+	return serve(ctx, cfg, nodeTLS, h, envdFace, metricsFace(cfg, tel))
 }
 
 // handler is the API listener's: the native API, E2B's control API under
@@ -331,12 +333,15 @@ func (cfg *Config) defaults() error {
 }
 
 // serve serves the API on cfg.Listen and, when envdFace is not nil, the
-// E2B envd face on cfg.EnvdListen, until ctx ends or either fails.
-func serve(ctx context.Context, cfg Config, h, envdFace, metricsFace http.Handler) error {
+// E2B envd face on cfg.EnvdListen, until ctx ends or either fails. A
+// cluster node serves both over TLS only (nodeTLS; the metrics listener
+// stays plain HTTP).
+func serve(ctx context.Context, cfg Config, nodeTLS *tls.Config, h, envdFace, metricsFace http.Handler) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	ln = tlsListener(ln, nodeTLS)
 	srvs := []*http.Server{newServer(h)}
 	lns := []net.Listener{ln}
 	if envdFace != nil {
@@ -345,7 +350,7 @@ func serve(ctx context.Context, cfg Config, h, envdFace, metricsFace http.Handle
 			ln.Close()
 			return fmt.Errorf("listening on %s (--envd-listen): %w", cfg.EnvdListen, err)
 		}
-		srvs, lns = append(srvs, newServer(envdFace)), append(lns, eln)
+		srvs, lns = append(srvs, newServer(envdFace)), append(lns, tlsListener(eln, nodeTLS))
 		cfg.Logger.Info("corral envd face serving", "listen", eln.Addr().String())
 	}
 	if metricsFace != nil {

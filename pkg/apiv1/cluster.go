@@ -31,6 +31,9 @@ type ClusterNode struct {
 	LostAt         string  `json:"lost_at,omitempty"`
 	// Drain is the progress of a draining node's moves.
 	Drain *DrainProgress `json:"drain,omitempty"`
+	// TLSFingerprint is the SHA-256 of the node's TLS key
+	// ("sha256:hex"), as it registered it: what control planes pin.
+	TLSFingerprint string `json:"tls_fingerprint,omitempty"`
 }
 
 // ClusterNodes is the body of GET /v1/cluster/nodes.

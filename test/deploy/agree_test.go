@@ -292,8 +292,13 @@ func (c *cluster) checkNode(e *errs, ds *appsv1.DaemonSet) {
 	}
 	u, err := url.Parse(address)
 	_, lport, lerr := net.SplitHostPort(listen)
-	if err != nil || u.Scheme != "http" || lerr != nil || u.Port() != lport {
-		e.add("DaemonSet %s: --node-address %q must be http and on --listen's port (%q)", ds.Name, address, listen)
+	if err != nil || u.Scheme != "https" || lerr != nil || u.Port() != lport {
+		e.add("DaemonSet %s: --node-address %q must be https (a node's listener serves TLS only) and on --listen's port (%q)", ds.Name, address, listen)
+	}
+	for name, p := range map[string]*corev1.Probe{"startup": ct.StartupProbe, "readiness": ct.ReadinessProbe, "liveness": ct.LivenessProbe} {
+		if p != nil && p.HTTPGet != nil && p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+			e.add("DaemonSet %s: the %s probe must speak HTTPS (the node's listener serves TLS only)", ds.Name, name)
+		}
 	}
 }
 
@@ -344,6 +349,15 @@ func TestManifestsDisagree(t *testing.T) {
 		{"unknown flag", func(c *cluster) { c.daemonSets[0].Spec.Template.Spec.Containers[0].Args[1] = "--nodes" }},
 		{"undefined env", func(c *cluster) { c.daemonSets[0].Spec.Template.Spec.Containers[0].Env[0].Name = "NODENAME" }},
 		{"listen off the api port", func(c *cluster) { c.deployments[0].Spec.Template.Spec.Containers[0].Ports[0].ContainerPort = 9090 }},
+		{"node probe over plain HTTP", func(c *cluster) {
+			c.daemonSets[0].Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Scheme = corev1.URISchemeHTTP
+		}},
+		{"node address over plain HTTP", func(c *cluster) {
+			args := c.daemonSets[0].Spec.Template.Spec.Containers[0].Args
+			for i, a := range args {
+				args[i] = strings.Replace(a, "--node-address=https://", "--node-address=http://", 1)
+			}
+		}},
 		{"one replica", func(c *cluster) { one := int32(1); c.deployments[0].Spec.Replicas = &one }},
 		{"image not in kustomization", func(c *cluster) { c.deployments[0].Spec.Template.Spec.Containers[0].Image = "corral" }},
 	} {

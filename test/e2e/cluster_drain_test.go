@@ -158,9 +158,9 @@ func nodePost(t *testing.T, ctx context.Context, n *daemon, join, path, body str
 	if err := json.Unmarshal(b, &id); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+n.addr+path, strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, "POST", n.base()+path, strings.NewReader(body))
 	req.Header.Set(nodeauth.Header, nodeauth.Credential(join, id.Name, id.Nonce))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := n.httpClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

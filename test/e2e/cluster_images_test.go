@@ -98,9 +98,9 @@ func TestClusterImages(t *testing.T) {
 		return nodeauth.Credential(join, name, id.Nonce)
 	}
 	nodeGet := func(d *daemon, method, path, header, value string) (int, string) {
-		req, _ := http.NewRequest(method, "http://"+d.addr+path, nil)
+		req, _ := http.NewRequest(method, d.base()+path, nil)
 		req.Header.Set(header, value)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := d.httpClient().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

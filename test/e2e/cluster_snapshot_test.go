@@ -80,9 +80,9 @@ func TestClusterSnapshots(t *testing.T) {
 	}
 	// A node's snapshot stream opens with the node credential only, not
 	// the node's own API token.
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+nodes[home].addr+apiv1.NodeSnapshotExport+sn.ID, nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", nodes[home].base()+apiv1.NodeSnapshotExport+sn.ID, nil)
 	req.Header.Set("Authorization", "Bearer "+nodes[home].token)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+	if resp, err := nodes[home].httpClient().Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a snapshot's export with the node's API token: %v, %v; want 401", resp, err)
 	} else {
 		resp.Body.Close()
@@ -219,9 +219,9 @@ func importStatus(t *testing.T, ctx context.Context, n *daemon, join, record, en
 		_, _ = tw.Write([]byte(e.body))
 	}
 	tw.Close()
-	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+n.addr+apiv1.NodeSnapshotImport, &stream)
+	req, _ := http.NewRequestWithContext(ctx, "POST", n.base()+apiv1.NodeSnapshotImport, &stream)
 	req.Header.Set(nodeauth.Header, nodeauth.Credential(join, id.Name, id.Nonce))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := n.httpClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,8 +120,8 @@ func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemo
 	flags := append(testNetFlags(t), "--warm-pool", "0", "--envd-listen", "",
 		"--net-table", table, "--net-link-prefix", fmt.Sprintf("cc%d", i),
 		"--net-pool", fmt.Sprintf("10.%d.0.0/16", 90+i), "--net-log-group", fmt.Sprint(7730+i),
-		"--max-sandboxes", "3", "--node", "--node-name", name, "--node-address", "http://"+addr, "--heartbeat", "500ms")
-	d := &daemon{t: t, state: state, addr: addr, net: append(flags, cluster...)}
+		"--max-sandboxes", "3", "--node", "--node-name", name, "--node-address", "https://"+addr, "--heartbeat", "500ms")
+	d := &daemon{t: t, state: state, addr: addr, net: append(flags, cluster...), tls: true}
 	d.start()
 	t.Cleanup(func() { d.teardown() })
 	return d
@@ -277,9 +277,12 @@ func TestCluster(t *testing.T) {
 
 	// The user token of a control opens no node, and a node's own token
 	// opens no control.
-	if _, err := corral.New("http://"+n1.addr, token).List(ctx, ""); err == nil {
-		t.Fatal("a node accepted the control plane's user token")
+	asControl := corral.New(n1.base(), token)
+	asControl.HTTP = n1.httpClient()
+	if _, err := asControl.List(ctx, ""); !isStatus(err, http.StatusUnauthorized) {
+		t.Fatalf("a node accepted the control plane's user token: %v", err)
 	}
+	checkNodePlainHTTPRefused(t, n1)
 	if _, err := corral.New("http://"+a.addr, n1.token).List(ctx, ""); err == nil {
 		t.Fatal("a control plane accepted a node's token")
 	}
@@ -497,7 +500,10 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("the create with n2 lost is not on n1: %v", err)
 	}
 
-	// n2 returns: it terminates the sandboxes the cluster gave up on.
+	// n2 returns, with a new TLS key (its files deleted): it registers
+	// the key's fingerprint, and terminates the sandboxes the cluster
+	// gave up on.
+	oldKey := rotateNodeKey(t, n2)
 	n2.start()
 	back := time.Now()
 	clusterWait(t, 60*time.Second, "n2's lost sandboxes terminated on its return", func() bool {
@@ -521,6 +527,13 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	t.Logf("n2's 2 lost sandboxes terminated %s after its restart answered", time.Since(back).Round(100*time.Millisecond))
+	var n2IDs []string
+	for id, n := range where {
+		if n == n2 {
+			n2IDs = append(n2IDs, id)
+		}
+	}
+	checkRotatedKey(ctx, t, b, token, "n2", n2, oldKey, n2IDs)
 	if n := b.nodes()["n2"]; n.State != "ready" || n.Sandboxes != 0 {
 		t.Fatalf("n2 after its return: %+v, want ready with nothing placed", n)
 	}

@@ -82,6 +82,7 @@ type daemon struct {
 	log    *bytes.Buffer
 	tee    io.Writer // also gets the daemon's output, when not nil
 	client *corral.Client
+	tls    bool // a cluster node: its listener serves TLS only (cluster_tls_test.go)
 }
 
 // startDaemon starts a daemon on a fresh state dir; it is stopped, and every
@@ -144,7 +145,7 @@ func (d *daemon) start() {
 	// timeout (30 s) before it is ended: the wait must outlast it.
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + d.addr + "/v1/health")
+		resp, err := d.httpClient().Get(d.base() + "/v1/health")
 		if err == nil {
 			resp.Body.Close()
 			tok, err := os.ReadFile(filepath.Join(d.state, "token"))
@@ -152,7 +153,8 @@ func (d *daemon) start() {
 				d.t.Fatal(err)
 			}
 			d.token = strings.TrimSpace(string(tok))
-			d.client = corral.New("http://"+d.addr, d.token)
+			d.client = corral.New(d.base(), d.token)
+			d.client.HTTP = d.httpClient()
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -239,14 +241,14 @@ func (d *daemon) create(args ...string) string {
 // api sends a raw request and returns status and body.
 func (d *daemon) api(method, path, token, body string) (int, string) {
 	d.t.Helper()
-	req, err := http.NewRequest(method, "http://"+d.addr+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, d.base()+path, strings.NewReader(body))
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := d.httpClient().Do(req)
 	if err != nil {
 		d.t.Fatal(err)
 	}

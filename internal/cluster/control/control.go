@@ -8,12 +8,13 @@
 // database. One of them at a time (an advisory lock) marks silent nodes
 // lost.
 //
-// It imports the cluster store, nodeauth, errdefs, reqid, the sandbox
+// It imports the cluster store, nodeauth, nodetls, errdefs, reqid, the sandbox
 // contract (defaults) and the wire types; never the manager.
 package control
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"corral/internal/cluster/nodeauth"
+	"corral/internal/cluster/nodetls"
 	"corral/internal/cluster/store"
 	"corral/internal/reqid"
 	"corral/internal/sandbox"
@@ -49,8 +51,12 @@ type Config struct {
 	// MCPMaxTimeout bounds the lifetime of a sandbox created through
 	// /mcp (mcp.DefaultMaxTimeout when zero).
 	MCPMaxTimeout time.Duration
-	Version       string
-	Log           *slog.Logger
+	// ClusterCA is a file of the operator's CAs: nodes' certificates are
+	// checked against them and the node's host instead of their pins.
+	ClusterCA string
+	roots     *x509.CertPool // ClusterCA's, read by Run
+	Version   string
+	Log       *slog.Logger
 }
 
 // Run serves until ctx ends.
@@ -72,6 +78,11 @@ func Run(ctx context.Context, cfg Config) error {
 	join, err := nodeauth.ReadJoinToken(cfg.JoinTokenFile)
 	if err != nil {
 		return err
+	}
+	if cfg.ClusterCA != "" {
+		if cfg.roots, err = nodetls.LoadCA(cfg.ClusterCA); err != nil {
+			return err
+		}
 	}
 	st, err := store.Open(ctx, cfg.DB)
 	if err != nil {

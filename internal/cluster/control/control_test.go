@@ -77,13 +77,14 @@ func setup(t *testing.T) (*store.Store, *fakeNode, string) {
 	t.Cleanup(st.Close)
 	nonce := nodeauth.NewNonce()
 	f := &fakeNode{t: t, cred: nodeauth.Credential(testJoin, "n1", nonce)}
-	srv := httptest.NewServer(f)
+	srv := httptest.NewTLSServer(f)
 	t.Cleanup(srv.Close)
 	if err := st.Register(context.Background(), store.Node{ID: "n1", Address: srv.URL, CPUMilli: 4000, MemoryMB: 4096, DiskMB: 1 << 20,
 		MaxSandboxes: 10, Runtimes: []string{"gvisor"}, Labels: map[string]string{"zone": "a"}, CredentialNonce: nonce,
 		CredentialHash: nodeauth.Hash(f.cred)}); err != nil {
 		t.Fatal(err)
 	}
+	pin(t, st, "n1", nodeauth.Hash(f.cred), srv)
 	return st, f, url
 }
 

@@ -120,12 +120,13 @@ func drainSetup(t *testing.T) (*store.Store, *Server, *httptest.Server, *moveNod
 	for _, id := range []string{"a", "b"} {
 		nonce := nodeauth.NewNonce()
 		f := &moveNode{id: id, cred: nodeauth.Credential(testJoin, id, nonce), states: map[string]string{}, snaps: map[string]bool{}}
-		srv := httptest.NewServer(f)
+		srv := httptest.NewTLSServer(f)
 		t.Cleanup(srv.Close)
 		if err := st.Register(ctx, store.Node{ID: id, Address: srv.URL, CPUMilli: 64000, MemoryMB: 2048, DiskMB: 1 << 20,
 			MaxSandboxes: 4, Runtimes: []string{"gvisor"}, RuntimeVersions: map[string]string{"gvisor": "v1"}, CredentialNonce: nonce, CredentialHash: nodeauth.Hash(f.cred)}); err != nil {
 			t.Fatal(err)
 		}
+		pin(t, st, id, nodeauth.Hash(f.cred), srv)
 		nodes[id] = f
 	}
 	a, b := nodes["a"], nodes["b"]

@@ -130,7 +130,7 @@ func e2bCluster(t *testing.T) (*store.Store, map[string]*fakeE2BNode) {
 	for _, id := range []string{"a", "b"} {
 		nonce := nodeauth.NewNonce()
 		f := &fakeE2BNode{id: id, cred: nodeauth.Credential(testJoin, id, nonce)}
-		api, envd := httptest.NewServer(http.HandlerFunc(f.api)), httptest.NewServer(http.HandlerFunc(f.envdFace))
+		api, envd := httptest.NewTLSServer(http.HandlerFunc(f.api)), httptest.NewTLSServer(http.HandlerFunc(f.envdFace))
 		t.Cleanup(api.Close)
 		t.Cleanup(envd.Close)
 		if err := st.Register(context.Background(), store.Node{ID: id, Address: api.URL, EnvdAddress: envd.URL, CPUMilli: 64000,
@@ -138,6 +138,7 @@ func e2bCluster(t *testing.T) (*store.Store, map[string]*fakeE2BNode) {
 			CredentialHash: nodeauth.Hash(f.cred)}); err != nil {
 			t.Fatal(err)
 		}
+		pin(t, st, id, nodeauth.Hash(f.cred), api)
 		nodes[id] = f
 	}
 	return st, nodes

@@ -133,12 +133,13 @@ func twoSnapNodes(t *testing.T) (*store.Store, *snapNode, *snapNode) {
 	for _, id := range []string{"a", "b"} {
 		nonce := nodeauth.NewNonce()
 		f := &snapNode{id: id, cred: nodeauth.Credential(testJoin, id, nonce), snaps: map[string]bool{}, sandboxes: map[string]bool{}}
-		srv := httptest.NewServer(f)
+		srv := httptest.NewTLSServer(f)
 		t.Cleanup(srv.Close)
 		if err := st.Register(context.Background(), store.Node{ID: id, Address: srv.URL, CPUMilli: 64000, MemoryMB: 2048, DiskMB: 1 << 20,
 			MaxSandboxes: 4, Runtimes: []string{"gvisor"}, RuntimeVersions: map[string]string{"gvisor": "v1"}, CredentialNonce: nonce, CredentialHash: nodeauth.Hash(f.cred)}); err != nil {
 			t.Fatal(err)
 		}
+		pin(t, st, id, nodeauth.Hash(f.cred), srv)
 		out = append(out, f)
 	}
 	return st, out[0], out[1]

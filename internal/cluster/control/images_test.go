@@ -111,13 +111,14 @@ func TestImageCallsThroughControl(t *testing.T) {
 	for id, zone := range map[string]string{"n1": "a", "n2": "b"} {
 		nonce := nodeauth.NewNonce()
 		f := &imageNode{cred: nodeauth.Credential(testJoin, id, nonce)}
-		srv := httptest.NewServer(f)
+		srv := httptest.NewTLSServer(f)
 		t.Cleanup(srv.Close)
 		nodes[id] = f
 		if err := st.Register(ctx, store.Node{ID: id, Address: srv.URL, CPUMilli: 4000, MemoryMB: 4096, DiskMB: 1 << 20, MaxSandboxes: 10,
 			Runtimes: []string{"gvisor"}, Labels: map[string]string{"zone": zone}, CredentialNonce: nonce, CredentialHash: nodeauth.Hash(f.cred)}); err != nil {
 			t.Fatal(err)
 		}
+		pin(t, st, id, nodeauth.Hash(f.cred), srv)
 	}
 	srv := controlFor(t, st, testJoin)
 

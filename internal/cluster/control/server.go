@@ -31,9 +31,7 @@ type Server struct {
 }
 
 func newServer(st *store.Store, token, join string, cfg Config) *Server {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 64
-	s := &Server{st: st, token: token, join: join, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(), client: &http.Client{Transport: tr}, met: newControlMetrics(st), drains: newDrainer()}
+	s := &Server{st: st, token: token, join: join, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(), client: &http.Client{Transport: nodeTransport(st, cfg)}, met: newControlMetrics(st), drains: newDrainer()}
 	s.routes()
 	return s
 }
@@ -130,6 +128,11 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
+	fps, err := s.st.TLSFingerprints(r.Context())
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	drains, err := s.st.Drains(r.Context())
 	if err != nil {
 		s.writeError(w, err)
@@ -138,6 +141,7 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 	out := apiv1.ClusterNodes{Nodes: []apiv1.ClusterNode{}}
 	for _, n := range ns {
 		c := toAPINode(n, uses[n.ID])
+		c.TLSFingerprint = fps[n.ID]
 		if d, ok := drains[n.ID]; ok && n.Draining {
 			c.Drain = toAPIDrain(d)
 		}

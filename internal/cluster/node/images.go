@@ -214,7 +214,7 @@ func (n *Node) get(ctx context.Context, u *url.URL, cred string) (io.ReadCloser,
 		return nil, err
 	}
 	req.Header.Set(nodeauth.Header, cred)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := n.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
 	}

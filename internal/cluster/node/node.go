@@ -5,12 +5,13 @@
 // planes in with the node's credential (nodeauth) instead of the API
 // token. The daemon runs sandboxes exactly as it does alone.
 //
-// It imports the manager, the cluster store and nodeauth; only the daemon
+// It imports the manager, the cluster store, nodeauth and nodetls; only the daemon
 // imports it.
 package node
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ type Config struct {
 	Labels        map[string]string
 	// Heartbeat is the time between heartbeats (default 5 s).
 	Heartbeat time.Duration
+	TLS       TLSConfig
 	StateDir  string
 	Log       *slog.Logger
 }
@@ -68,6 +70,8 @@ type Node struct {
 	nonce  string // the credential's public half (identity)
 	token  string // the daemon's API token, used in process only
 	images *http.ServeMux
+	tls    *tls.Config  // its listeners' (tls.go)
+	client *http.Client // to other nodes, over TLS
 	layers *http.ServeMux
 	// What reportImages last sent, and the heartbeats counted (beat's
 	// goroutine only).
@@ -106,6 +110,11 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 		st.Close()
 		return nil, err
 	}
+	fp, err := n.loadTLS()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	m.UseSecretStore(sec) // the cluster's secrets, not this state dir's
 	rec := n.record()
 	rec.RuntimeVersions = n.runtimeVersions(ctx)
@@ -113,7 +122,11 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 		st.Close()
 		return nil, err
 	}
-	cfg.Log.Info("joined the cluster", "op", "cluster", "node", cfg.Name, "address", cfg.Address)
+	if err := st.SetTLSFingerprint(ctx, rec.ID, rec.CredentialHash, fp); err != nil {
+		st.Close()
+		return nil, err
+	}
+	cfg.Log.Info("joined the cluster", "op", "cluster", "node", cfg.Name, "address", cfg.Address, "tls_fingerprint", fp)
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	n.wg.Add(1)

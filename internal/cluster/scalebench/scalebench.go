@@ -93,7 +93,7 @@ func (n *simNode) add(id string) {
 
 // record is the node as it registers and heartbeats.
 func (n *simNode) record() store.Node {
-	return store.Node{ID: n.id, Address: "http://" + n.id + ".invalid", CPUMilli: nodeCPUMilli,
+	return store.Node{ID: n.id, Address: "https://" + n.id + ".invalid", CPUMilli: nodeCPUMilli,
 		MemoryMB: nodeMemoryMB, DiskMB: nodeDiskMB, MaxSandboxes: nodeSlots, Runtimes: []string{runtimeName},
 		Labels: map[string]string{"zone": fmt.Sprintf("z%d", len(n.id)%3)}, CredentialNonce: "bench", CredentialHash: n.hash}
 }

@@ -166,6 +166,9 @@ var migrations = []string{
 	-- over the ended ones, which placements keep.
 	CREATE INDEX placements_listed_live ON placements (created_ns, id) WHERE state = 'placed' AND created_ns IS NOT NULL;
 	CREATE INDEX placements_tags ON placements USING gin (tags)`,
+	// 10: the SPKI SHA-256 of the node's TLS certificate, which callers pin
+	// (nodetls, tls.go).
+	`ALTER TABLE nodes ADD COLUMN tls_fingerprint text NOT NULL DEFAULT ''`,
 }
 
 // Migrate brings the schema to the newest version. Several instances may
