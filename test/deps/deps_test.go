@@ -44,7 +44,7 @@ var allowed = map[string][]string{
 	"corral/internal/cluster/node":     {"corral/internal/cluster/nodeauth", "corral/internal/cluster/store", "corral/internal/errdefs", "corral/internal/image/store", "corral/internal/manager", "corral/internal/sandbox", "corral/pkg/apiv1"},
 	"corral/internal/cluster/nodeauth": {},
 	"corral/internal/cluster/pgtest":   {},
-	"corral/internal/cluster/store":    {"corral/internal/errdefs"},
+	"corral/internal/cluster/store":    {"corral/internal/errdefs", "corral/internal/usage"},
 	"corral/internal/mcp":              {"corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/daemon": {"corral/internal/api", "corral/internal/audit", "corral/internal/build", "corral/internal/cluster/node", "corral/internal/e2b", "corral/internal/e2b/envd", "corral/internal/image/store", "corral/internal/manager", "corral/internal/mcp",
 		"corral/internal/netpolicy/", "corral/internal/netpolicy", "corral/internal/records", "corral/internal/runtime", "corral/internal/sandbox",

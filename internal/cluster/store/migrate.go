@@ -108,6 +108,9 @@ var migrations = []string{
 	);`,
 	// 5: where a node serves E2B's envd face ('': it does not).
 	`ALTER TABLE nodes ADD COLUMN envd_address text NOT NULL DEFAULT ''`,
+	// 6: the nodes' audit trails and usage records, shipped by each node
+	// (audit.go, usage.go).
+	auditUsageSchema,
 }
 
 // Migrate brings the schema to the newest version. Several instances may
