@@ -248,7 +248,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	h := handler(m, builder, token, cfg, trail, log, tel)
 	if cfg.Cluster.DB != "" {
-		nd, err := joinCluster(ctx, cfg, m, token)
+		nd, err := joinCluster(ctx, cfg, m, token, trail)
 		if err != nil {
 			return err
 		}
