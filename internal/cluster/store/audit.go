@@ -35,12 +35,14 @@ type AuditEntry struct {
 }
 
 // AuditFilter selects entries of the cluster's trail, in the order they
-// were received.
+// were received, or with Node one node's in seq order.
 type AuditFilter struct {
+	Node      string
 	SandboxID string
 	Kinds     []string
 	Since     time.Time
-	// After continues after this ID; zero starts at the oldest.
+	// After continues after this ID (with Node: this seq); zero starts at
+	// the oldest.
 	After int64
 	Limit int
 }
@@ -112,11 +114,19 @@ const auditColumns = `id, node_id, seq, time_ns, kind, sandbox_id, caller, field
 
 // QueryAudit returns the entries f selects, in the order received.
 func (s *Store) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
-	where := []string{"id > $1"}
-	args := []any{f.After}
+	var where []string
+	var args []any
 	arg := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	order := "id"
+	if f.Node != "" {
+		order = "seq"
+		arg("node_id = ?", f.Node)
+		arg("seq > ?", f.After)
+	} else {
+		arg("id > ?", f.After)
 	}
 	if f.SandboxID != "" {
 		arg("sandbox_id = ?", f.SandboxID)
@@ -129,7 +139,7 @@ func (s *Store) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, er
 	}
 	args = append(args, min(max(f.Limit, 1), MaxAuditPage))
 	q := `SELECT ` + auditColumns + ` FROM audit_entries WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY id LIMIT $` + strconv.Itoa(len(args))
+		` ORDER BY ` + order + ` LIMIT $` + strconv.Itoa(len(args))
 	return s.readAudit(ctx, q, args...)
 }
 
@@ -149,10 +159,9 @@ func (s *Store) AuditNodes(ctx context.Context) ([]string, error) {
 // WalkAudit calls fn with each of node's entries in seq order, a page at
 // a time; it stops at fn's first error.
 func (s *Store) WalkAudit(ctx context.Context, node string, fn func(AuditEntry) error) error {
-	var after int64 = -1 << 62
+	f := AuditFilter{Node: node, After: -1 << 62, Limit: MaxAuditPage}
 	for {
-		page, err := s.readAudit(ctx, `SELECT `+auditColumns+` FROM audit_entries WHERE node_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
-			node, after, MaxAuditPage)
+		page, err := s.QueryAudit(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -160,7 +169,7 @@ func (s *Store) WalkAudit(ctx context.Context, node string, fn func(AuditEntry) 
 			if err := fn(e); err != nil {
 				return err
 			}
-			after = e.Seq
+			f.After = e.Seq
 		}
 		if len(page) < MaxAuditPage {
 			return nil
