@@ -96,7 +96,7 @@ func (sh *shipper) shipAudit(ctx context.Context) error {
 		return nil
 	}
 	if sh.auditAt < 0 {
-		if err := sh.resumeAudit(ctx); err != nil {
+		if err := sh.resumeAudit(ctx); err != nil || sh.halted {
 			return err
 		}
 	}
