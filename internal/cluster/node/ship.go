@@ -156,7 +156,10 @@ func (sh *shipper) shipUsage(ctx context.Context) error {
 		}
 		sh.settled, sh.settledRead = t, true
 	}
-	from := sh.settled.Add(-settleOverlap)
+	var from time.Time
+	if !sh.settled.IsZero() {
+		from = sh.settled.Add(-settleOverlap)
+	}
 	for range shipRounds {
 		rs, err := sh.m.SettledUsage(ctx, from, store.MaxUsageShip)
 		if err != nil || len(rs) == 0 {

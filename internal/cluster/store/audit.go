@@ -51,7 +51,7 @@ type AuditFilter struct {
 // lock), so that entry ids become visible in the order they were given:
 // a reader that has seen id n has seen every id below it, and a page
 // continued after n misses nothing shipped later.
-const auditShipLock = 0x636f7272616c02 // "corral" 2
+const auditShipLock = 0x636f7272616c10 // "corral" 0x10 (not 2: the leader lock)
 
 // MaxAuditPage bounds one page of QueryAudit and one shipment.
 const MaxAuditPage = 1000

@@ -35,12 +35,21 @@ func trailOf(first, n int64) []AuditEntry {
 // pages continue after their last id whatever the filter.
 func TestShipAndPageAudit(t *testing.T) {
 	s := open(t, pgtest.Start(t))
-	ctx := context.Background()
+	// A shipment waiting on a lock fails the test rather than hang it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	for _, id := range []string{"n1", "n2"} {
 		if err := s.Register(ctx, testNode(id, 4096)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// A control plane leads meanwhile, as in a cluster: shipping must
+	// not wait on its lock.
+	l, err := s.Lead(ctx)
+	if err != nil || l == nil {
+		t.Fatalf("leading: %v %v", l, err)
+	}
+	defer l.Resign(ctx)
 	if seq, hash, err := s.AuditHead(ctx, "n1"); err != nil || seq != 0 || hash != "" {
 		t.Fatalf("head of nothing shipped: %d %q %v", seq, hash, err)
 	}
