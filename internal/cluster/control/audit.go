@@ -27,8 +27,9 @@ import (
 // verify walks each node's chain there with package audit's verifier;
 // export streams each node's selected entries in turn.
 
-// auditTokenPrefix marks a control plane's audit token: the position in
-// the order received (a node's own token is a sequence number).
+// auditTokenPrefix marks a control plane's audit token: a position in
+// the order received (store.AuditPos; a node's own token is a sequence
+// number).
 const auditTokenPrefix = "c2."
 
 // auditDefaultPage is the API's default page.
@@ -51,7 +52,8 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 		out.Entries = append(out.Entries, apiv1.NodeAuditEntry{Node: e.Node, AuditEntry: apiv1.AuditEntry(toAuditEntry(e))})
 	}
 	if len(es) == f.Limit {
-		out.Next = auditTokenPrefix + strconv.FormatInt(es[len(es)-1].ID, 10)
+		at := es[len(es)-1].At
+		out.Next = auditTokenPrefix + strconv.FormatInt(at.Tx, 10) + "." + strconv.FormatInt(at.ID, 10)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -112,17 +114,24 @@ func parseSince(v string) (time.Time, error) {
 	return time.Time{}, errdefs.Invalid("since", "must be an RFC 3339 time or a positive duration (24h), got %.64q", v)
 }
 
-// readAuditToken reads after= (a control plane's next token; "" is the
-// start).
-func readAuditToken(v string) (int64, error) {
+// readAuditToken reads after= (a control plane's next token, c2.TX.ID;
+// "" is the start).
+func readAuditToken(v string) (store.AuditPos, error) {
 	if v == "" {
-		return 0, nil
+		return store.AuditPos{}, nil
 	}
-	n, err := strconv.ParseInt(strings.TrimPrefix(v, auditTokenPrefix), 10, 64)
-	if !strings.HasPrefix(v, auditTokenPrefix) || err != nil || n < 0 {
-		return 0, errdefs.Invalid("after", "want the next token of a control plane's page, got %.64q", v)
+	bad := errdefs.Invalid("after", "want the next token of a control plane's page, got %.64q", v)
+	rest, ok := strings.CutPrefix(v, auditTokenPrefix)
+	txs, ids, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 {
+		return store.AuditPos{}, bad
 	}
-	return n, nil
+	tx, err1 := strconv.ParseInt(txs, 10, 64)
+	id, err2 := strconv.ParseInt(ids, 10, 64)
+	if err1 != nil || err2 != nil || tx < 0 || id < 0 {
+		return store.AuditPos{}, bad
+	}
+	return store.AuditPos{Tx: tx, ID: id}, nil
 }
 
 // toAuditEntry is e as its node hashed it.
@@ -196,7 +205,7 @@ func (s *Server) auditExport(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	if f.After != 0 {
+	if f.After != (store.AuditPos{}) {
 		s.writeError(w, errdefs.Invalid("after", "an export through a control plane is not paged"))
 		return
 	}
@@ -218,7 +227,7 @@ func (s *Server) auditExport(w http.ResponseWriter, r *http.Request) {
 
 // exportNode writes node n's entries f selects to enc.
 func (s *Server) exportNode(ctx context.Context, n string, f store.AuditFilter, enc *json.Encoder) error {
-	f.Node, f.After, f.Limit = n, -1<<62, store.MaxAuditPage
+	f.Node, f.AfterSeq, f.Limit = n, -1<<62, store.MaxAuditPage
 	for {
 		es, err := s.st.QueryAudit(ctx, f)
 		if err != nil {
@@ -228,7 +237,7 @@ func (s *Server) exportNode(ctx context.Context, n string, f store.AuditFilter, 
 			if err := enc.Encode(apiv1.NodeAuditEntry{Node: n, AuditEntry: apiv1.AuditEntry(toAuditEntry(e))}); err != nil {
 				return fmt.Errorf("writing the export: %w", err)
 			}
-			f.After = e.Seq
+			f.AfterSeq = e.Seq
 		}
 		if len(es) < f.Limit {
 			return nil

@@ -82,7 +82,7 @@ func TestAuditAndUsageFromTheDatabase(t *testing.T) {
 	if status, body := call(t, srv, "GET", "/v1/audit?sandbox=sb-x&kind=exec&limit=100", testToken, ""); status != 200 || strings.Count(body, `"seq"`) != 6 {
 		t.Errorf("sb-x's execs: %d %s; want 6 entries", status, body)
 	}
-	for _, bad := range []string{"after=12", "after=c2.x", "kind=nope", "limit=0", "since=yesterday"} {
+	for _, bad := range []string{"after=12", "after=c2.x", "after=c2.5", "after=c2.-1.3", "kind=nope", "limit=0", "since=yesterday"} {
 		if status, body := call(t, srv, "GET", "/v1/audit?"+bad, testToken, ""); status != 400 || !strings.Contains(body, strings.Split(bad, "=")[0]) {
 			t.Errorf("GET /v1/audit?%s: %d %s; want a 400 naming the parameter", bad, status, body)
 		}

@@ -20,9 +20,9 @@ import (
 
 // AuditEntry is one entry of a node's trail as stored here.
 type AuditEntry struct {
-	// ID is the order the cluster received the entry in (a page's
-	// position); zero in what a node ships.
-	ID        int64
+	// At is the entry's position in the order the cluster received
+	// entries in; zero in what a node ships.
+	At        AuditPos
 	Node      string
 	Seq       int64
 	Time      time.Time
@@ -41,17 +41,23 @@ type AuditFilter struct {
 	SandboxID string
 	Kinds     []string
 	Since     time.Time
-	// After continues after this ID (with Node: this seq); zero starts at
-	// the oldest.
-	After int64
-	Limit int
+	// After continues after this position (the zero position starts at
+	// the oldest); with Node, AfterSeq continues after that seq.
+	After    AuditPos
+	AfterSeq int64
+	Limit    int
 }
 
-// auditShipLock serialises shipments (a transaction-scoped advisory
-// lock), so that entry ids become visible in the order they were given:
-// a reader that has seen id n has seen every id below it, and a page
-// continued after n misses nothing shipped later.
-const auditShipLock = 0x636f7272616c10 // "corral" 0x10 (not 2: the leader lock)
+// AuditPos is a position in the order the cluster received entries in:
+// the shipment's transaction id, then the entry's id. A page shows only
+// the entries of transactions older than every transaction still
+// running, so an entry never lands before a position already given out:
+// a page continued later misses nothing shipped meanwhile (an entry
+// shows once the shipments begun before it have ended).
+type AuditPos struct {
+	Tx int64
+	ID int64
+}
 
 // MaxAuditPage bounds one page of QueryAudit and one shipment.
 const MaxAuditPage = 1000
@@ -77,18 +83,12 @@ func (s *Store) ShipAudit(ctx context.Context, node string, es []AuditEntry) err
 		seqs[i], times[i], kinds[i], sbs[i], callers[i], fields[i], prevs[i], hashes[i] =
 			e.Seq, e.Time.UnixNano(), e.Kind, e.SandboxID, e.Caller, string(f), e.PrevHash, e.Hash
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(auditShipLock)); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO audit_entries (node_id, seq, time_ns, kind, sandbox_id, caller, fields, prev_hash, hash)
-			SELECT $1, u.seq, u.t, u.kind, u.sb, u.caller, u.fields::jsonb, u.prev, u.hash
-			FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-				WITH ORDINALITY AS u(seq, t, kind, sb, caller, fields, prev, hash, ord)
-			ORDER BY u.ord
-			ON CONFLICT (node_id, seq) DO NOTHING`, node, seqs, times, kinds, sbs, callers, fields, prevs, hashes)
-		return err
-	})
+	_, err := s.pool.Exec(ctx, `INSERT INTO audit_entries (node_id, seq, time_ns, kind, sandbox_id, caller, fields, prev_hash, hash)
+		SELECT $1, u.seq, u.t, u.kind, u.sb, u.caller, u.fields::jsonb, u.prev, u.hash
+		FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+			WITH ORDINALITY AS u(seq, t, kind, sb, caller, fields, prev, hash, ord)
+		ORDER BY u.ord
+		ON CONFLICT (node_id, seq) DO NOTHING`, node, seqs, times, kinds, sbs, callers, fields, prevs, hashes)
 	if err != nil {
 		return fmt.Errorf("shipping %d audit entries of node %s: %w", n, node, err)
 	}
@@ -110,7 +110,7 @@ func (s *Store) AuditHead(ctx context.Context, node string) (int64, string, erro
 	return seq, hash, nil
 }
 
-const auditColumns = `id, node_id, seq, time_ns, kind, sandbox_id, caller, fields::text, prev_hash, hash`
+const auditColumns = `txid::text::bigint, id, node_id, seq, time_ns, kind, sandbox_id, caller, fields::text, prev_hash, hash`
 
 // QueryAudit returns the entries f selects, in the order received.
 func (s *Store) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
@@ -120,13 +120,14 @@ func (s *Store) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, er
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
-	order := "id"
+	order := "txid, id"
 	if f.Node != "" {
 		order = "seq"
 		arg("node_id = ?", f.Node)
-		arg("seq > ?", f.After)
+		arg("seq > ?", f.AfterSeq)
 	} else {
-		arg("id > ?", f.After)
+		args = append(args, f.After.Tx, f.After.ID)
+		where = append(where, "(txid, id) > ($1::bigint::text::xid8, $2)", "txid < pg_snapshot_xmin(pg_current_snapshot())")
 	}
 	if f.SandboxID != "" {
 		arg("sandbox_id = ?", f.SandboxID)
@@ -159,7 +160,7 @@ func (s *Store) AuditNodes(ctx context.Context) ([]string, error) {
 // WalkAudit calls fn with each of node's entries in seq order, a page at
 // a time; it stops at fn's first error.
 func (s *Store) WalkAudit(ctx context.Context, node string, fn func(AuditEntry) error) error {
-	f := AuditFilter{Node: node, After: -1 << 62, Limit: MaxAuditPage}
+	f := AuditFilter{Node: node, AfterSeq: -1 << 62, Limit: MaxAuditPage}
 	for {
 		page, err := s.QueryAudit(ctx, f)
 		if err != nil {
@@ -169,7 +170,7 @@ func (s *Store) WalkAudit(ctx context.Context, node string, fn func(AuditEntry) 
 			if err := fn(e); err != nil {
 				return err
 			}
-			f.After = e.Seq
+			f.AfterSeq = e.Seq
 		}
 		if len(page) < MaxAuditPage {
 			return nil
@@ -188,7 +189,7 @@ func (s *Store) readAudit(ctx context.Context, q string, args ...any) ([]AuditEn
 		var e AuditEntry
 		var ns int64
 		var fields string
-		if err := rows.Scan(&e.ID, &e.Node, &e.Seq, &ns, &e.Kind, &e.SandboxID, &e.Caller, &fields, &e.PrevHash, &e.Hash); err != nil {
+		if err := rows.Scan(&e.At.Tx, &e.At.ID, &e.Node, &e.Seq, &ns, &e.Kind, &e.SandboxID, &e.Caller, &fields, &e.PrevHash, &e.Hash); err != nil {
 			return nil, fmt.Errorf("reading the cluster's audit trail: %w", err)
 		}
 		e.Time = time.Unix(0, ns).UTC()

@@ -31,8 +31,9 @@ func trailOf(first, n int64) []AuditEntry {
 }
 
 // Shipping is idempotent (a repeat, and an overlap after a restart, add
-// nothing and change nothing), entries come back exactly as shipped, and
-// pages continue after their last id whatever the filter.
+// nothing and change nothing), entries come back exactly as shipped,
+// pages continue after their last position whatever the filter, and a
+// shipment still running holds back later ones until it ends.
 func TestShipAndPageAudit(t *testing.T) {
 	s := open(t, pgtest.Start(t))
 	// A shipment waiting on a lock fails the test rather than hang it.
@@ -98,7 +99,7 @@ func TestShipAndPageAudit(t *testing.T) {
 		}
 		for _, e := range page {
 			got = append(got, fmt.Sprintf("%s/%d", e.Node, e.Seq))
-			f.After = e.ID
+			f.After = e.At
 		}
 		if len(page) < 3 {
 			break
@@ -107,13 +108,53 @@ func TestShipAndPageAudit(t *testing.T) {
 	if want := "n1/1 n1/2 n1/3 n1/4 n1/5 n1/6 n1/7 n2/1 n2/2"; strings.Join(got, " ") != want {
 		t.Fatalf("paged: %s\nwant:  %s", strings.Join(got, " "), want)
 	}
+	// A shipment still running holds back the ones after it: a page
+	// continued from the last position then misses neither.
+	last, err := s.QueryAudit(ctx, AuditFilter{Limit: MaxAuditPage})
+	if err != nil || len(last) != 9 {
+		t.Fatalf("all entries: %d, %v", len(last), err)
+	}
+	end := last[8].At
+	slow, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Rollback(ctx)
+	if _, err := slow.Exec(ctx, `INSERT INTO audit_entries (node_id, seq, time_ns, kind, prev_hash, hash) VALUES ('n2', 3, 0, 'api', 'h2', 'h3')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ShipAudit(ctx, "n1", trailOf(8, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := s.QueryAudit(ctx, AuditFilter{After: end, Limit: 10}); err != nil || len(held) != 0 {
+		t.Fatalf("after the last position while an older shipment runs: %+v, %v; want nothing yet", held, err)
+	}
+	if err := slow.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, e := range mustQueryAudit(t, s, AuditFilter{After: end, Limit: 10}) {
+		got = append(got, fmt.Sprintf("%s/%d", e.Node, e.Seq))
+	}
+	if want := "n2/3 n1/8 n1/9"; strings.Join(got, " ") != want {
+		t.Fatalf("after the last position once it ended: %s, want %s", strings.Join(got, " "), want)
+	}
 	sb, err := s.QueryAudit(ctx, AuditFilter{SandboxID: "sb-1", Kinds: []string{"exec"}, Since: n1[4].Time, Limit: 10})
-	if err != nil || len(sb) != 1 || sb[0].Seq != 6 {
-		t.Fatalf("sb-1's exec entries since entry 5: %+v %v; want entry 6", sb, err)
+	if err != nil || len(sb) != 2 || sb[0].Seq != 6 || sb[1].Seq != 9 {
+		t.Fatalf("sb-1's exec entries since entry 5: %+v %v; want entries 6 and 9", sb, err)
 	}
 	if err := s.ShipAudit(ctx, "nope", trailOf(1, 1)); err == nil {
 		t.Fatal("entries of an unknown node were stored")
 	}
+}
+
+func mustQueryAudit(t *testing.T, s *Store, f AuditFilter) []AuditEntry {
+	t.Helper()
+	es, err := s.QueryAudit(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
 }
 
 // Usage: running figures, then the settled record replacing them; late

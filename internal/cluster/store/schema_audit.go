@@ -3,10 +3,12 @@ package store
 // auditUsageSchema is migration 6: each node's audit trail and usage
 // records, as the node ships them (audit.go, usage.go).
 const auditUsageSchema = `CREATE TABLE audit_entries (
-	-- id is the order the cluster received entries in: a page continues
-	-- after an id, and shipping takes auditShipLock so ids commit in
-	-- order (a reader never sees a later id before an earlier one).
+	-- (txid, id) is the order the cluster received entries in: the
+	-- shipment's transaction, then the order within it. A page continues
+	-- after a (txid, id), and shows only transactions older than every
+	-- one still running (audit.go), so none lands behind a page later.
 	id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	txid       xid8 NOT NULL DEFAULT pg_current_xact_id(),
 	node_id    text NOT NULL REFERENCES nodes (id),
 	seq        bigint NOT NULL,
 	-- The entry exactly as the node hashed it: its time in Unix
@@ -20,7 +22,8 @@ const auditUsageSchema = `CREATE TABLE audit_entries (
 	hash       text NOT NULL,
 	UNIQUE (node_id, seq)
 );
-CREATE INDEX audit_entries_sandbox ON audit_entries (sandbox_id, id) WHERE sandbox_id <> '';
+CREATE INDEX audit_entries_received ON audit_entries (txid, id);
+CREATE INDEX audit_entries_sandbox ON audit_entries (sandbox_id, txid, id) WHERE sandbox_id <> '';
 CREATE TABLE usage_records (
 	sandbox_id text PRIMARY KEY,
 	node_id    text NOT NULL REFERENCES nodes (id),
