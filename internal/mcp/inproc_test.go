@@ -62,22 +62,3 @@ func TestHandlerTransport(t *testing.T) {
 		t.Fatal("the handler never saw its caller go")
 	}
 }
-
-// A handler that aborts its answer (http.ErrAbortHandler, as
-// httputil.ReverseProxy does when its copy fails) cuts the body the
-// caller reads, as a server cuts the connection, and takes nothing else
-// down.
-func TestHandlerTransportAbort(t *testing.T) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "partial")
-		panic(http.ErrAbortHandler)
-	})
-	resp, err := (&http.Client{Transport: handlerTransport{h}}).Get("http://x/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if b, err := io.ReadAll(resp.Body); err == nil || string(b) != "partial" {
-		t.Fatalf("an aborted answer read as %q, %v; want the part written and an error", b, err)
-	}
-}
