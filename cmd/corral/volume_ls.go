@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 )
 
@@ -47,8 +49,14 @@ func listVolumes(ctx context.Context, c *corral.Client) error {
 	if err != nil {
 		return err
 	}
+	// Through a control plane, each volume's node (a column of its own).
+	cluster := slices.ContainsFunc(vols, func(v apiv1.Volume) bool { return v.Node != "" })
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tSIZE\tUSED\tMOUNTED BY\tCREATED")
+	head := "NAME\tSIZE\tUSED\tMOUNTED BY\tCREATED"
+	if cluster {
+		head += "\tNODE"
+	}
+	fmt.Fprintln(w, head)
 	for _, v := range vols {
 		used := "-"
 		if v.UsedBytes != nil {
@@ -58,7 +66,11 @@ func listVolumes(ctx context.Context, c *corral.Client) error {
 		if by == "" {
 			by = "-"
 		}
-		fmt.Fprintf(w, "%s\t%d GiB\t%s\t%s\t%s\n", v.Name, v.SizeGiB, used, by, v.CreatedAt.Local().Format("2006-01-02 15:04"))
+		line := fmt.Sprintf("%s\t%d GiB\t%s\t%s\t%s", v.Name, v.SizeGiB, used, by, v.CreatedAt.Local().Format("2006-01-02 15:04"))
+		if cluster {
+			line += "\t" + v.Node
+		}
+		fmt.Fprintln(w, line)
 	}
 	return w.Flush()
 }

@@ -22,6 +22,18 @@ const entrypointTag = "corral-entrypoint"
 // create is Create, saying in st how the create went for the telemetry
 // (telemetry.go).
 func (m *Manager) create(ctx context.Context, spec sandbox.Spec, st *createStat) (*sandbox.Sandbox, error) {
+	h, err := m.createAs(ctx, spec, st, "")
+	if err != nil || h == nil {
+		return st.pooled, err
+	}
+	return h.Record(), nil
+}
+
+// createAs is create, under id when it is set (a sandbox moved from
+// another node keeps its id: movein.go); it returns the started
+// sandbox's handle, or nil and the record in st.pooled when a warm pool
+// served it.
+func (m *Manager) createAs(ctx context.Context, spec sandbox.Spec, st *createStat, id string) (*handle.Handle, error) {
 	st.runtime = spec.Runtime
 	var from *sandbox.Snapshot
 	if spec.FromSnapshot != "" {
@@ -54,17 +66,13 @@ func (m *Manager) create(ctx context.Context, spec sandbox.Spec, st *createStat)
 	defer release()
 	if from == nil && len(spec.Volumes) == 0 && !usesSecrets(spec) {
 		if rec, ok, err := m.claimFromPool(ctx, spec); ok || err != nil {
-			st.source = telemetry.SourcePool
-			return rec, err
+			st.source, st.pooled = telemetry.SourcePool, rec
+			return nil, err
 		}
 	}
 	m.foreground.Add(1)
 	defer m.foreground.Add(-1)
-	h, err := m.launch(ctx, spec, rt, launchOpts{from: from})
-	if err != nil {
-		return nil, err
-	}
-	return h.Record(), nil
+	return m.launch(ctx, spec, rt, launchOpts{from: from, id: id})
 }
 
 // resolve applies the operator's network policy to a normalized spec and
@@ -89,13 +97,17 @@ func (m *Manager) resolve(spec *sandbox.Spec) (runtime.Runtime, error) {
 type launchOpts struct {
 	from   *sandbox.Snapshot // start as a copy of this memory snapshot
 	pooled bool              // for a warm pool: not announced or watched until claimed
+	id     string            // the sandbox's id ("": a new one)
 }
 
 // launch records and starts a new sandbox of spec on rt. A failed start
 // is torn down and recorded as failed.
 func (m *Manager) launch(ctx context.Context, spec sandbox.Spec, rt runtime.Runtime, o launchOpts) (*handle.Handle, error) {
 	t0 := time.Now()
-	id := ids.NewSandbox()
+	id := o.id
+	if id == "" {
+		id = ids.NewSandbox()
+	}
 	rec := &sandbox.Sandbox{
 		ID: id, Spec: spec, State: sandbox.Creating, CreatedAt: t0.UTC(),
 		Dir: filepath.Join(m.cfg.sandboxesDir(), id),
@@ -149,6 +161,9 @@ func (m *Manager) admit(rec *sandbox.Sandbox, rt runtime.Runtime) (*handle.Handl
 	defer m.mu.Unlock()
 	if err := m.admissible(rec.Spec); err != nil {
 		return nil, err
+	}
+	if m.handles[rec.ID] != nil {
+		return nil, fmt.Errorf("%w: sandbox %s is live here", errdefs.ErrAlreadyExists, rec.ID)
 	}
 	h := handle.New(rec, rt, m.host)
 	m.handles[rec.ID] = h

@@ -72,3 +72,14 @@ func (s Images) Tag(d imagestore.Digest, tags []string) (Image, error) {
 	}
 	return s.Get(string(d))
 }
+
+// AdoptLayer stores layer d, which another store regenerated and rc
+// reads, under d (AddLayerAs: the cluster node that served it vouches
+// for it, as an image's record does for an adopted image's layers).
+func (s Images) AdoptLayer(ctx context.Context, d imagestore.Digest, rc io.Reader) (imagestore.Layer, error) {
+	st, err := s.store()
+	if err != nil {
+		return imagestore.Layer{}, err
+	}
+	return st.AddLayerAs(ctx, rc, d)
+}

@@ -146,6 +146,7 @@ type Manager struct {
 
 	decisions chan policy.Decision // egress decisions for the event log
 	cas       secretCAs            // live sandboxes' egress CAs (secrets.go)
+	secrets   secretSource         // where secrets are kept (secretstore.go)
 	nfs       nfsServing           // vm sandboxes' volume servers (volumes_nfs.go)
 	pools     []*warmPool
 	// fillSlot lets one warm pool fill run at a time; foreground counts

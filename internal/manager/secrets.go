@@ -28,7 +28,7 @@ func (m *Manager) CreateSecret(ctx context.Context, name string, values map[stri
 	if err := secrets.ValidateValues("values", values); err != nil {
 		return records.SecretInfo{}, err
 	}
-	return m.records.CreateSecret(ctx, name, secrets.Keys(values), values)
+	return m.secretStore().CreateSecret(ctx, name, secrets.Keys(values), values)
 }
 
 // RotateSecret replaces an existing secret's values. Running sandboxes'
@@ -42,7 +42,7 @@ func (m *Manager) RotateSecret(ctx context.Context, name string, values map[stri
 	if err := secrets.ValidateValues("values", values); err != nil {
 		return records.SecretInfo{}, err
 	}
-	return m.records.RotateSecret(ctx, name, secrets.Keys(values), values)
+	return m.secretStore().RotateSecret(ctx, name, secrets.Keys(values), values)
 }
 
 // DeleteSecret removes a secret.
@@ -50,7 +50,7 @@ func (m *Manager) DeleteSecret(ctx context.Context, name string) error {
 	if err := secrets.ValidateName("name", name); err != nil {
 		return err
 	}
-	return m.records.DeleteSecret(ctx, name)
+	return m.secretStore().DeleteSecret(ctx, name)
 }
 
 // GetSecret returns a secret's name and keys.
@@ -58,12 +58,12 @@ func (m *Manager) GetSecret(ctx context.Context, name string) (records.SecretInf
 	if err := secrets.ValidateName("name", name); err != nil {
 		return records.SecretInfo{}, err
 	}
-	return m.records.SecretInfo(ctx, name)
+	return m.secretStore().SecretInfo(ctx, name)
 }
 
 // ListSecrets lists every secret's name and keys.
 func (m *Manager) ListSecrets(ctx context.Context) ([]records.SecretInfo, error) {
-	return m.records.ListSecrets(ctx)
+	return m.secretStore().ListSecrets(ctx)
 }
 
 // secretEnv is the env of secrets names, in order (a later secret's key
@@ -74,7 +74,7 @@ func (m *Manager) secretEnv(ctx context.Context, field string, names []string) (
 	}
 	var env map[string]string
 	for _, n := range names {
-		v, err := m.records.SecretValues(ctx, n)
+		v, err := m.secretStore().SecretValues(ctx, n)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +100,7 @@ func (m *Manager) resolveSecrets(ctx context.Context, spec *sandbox.Spec) error 
 		return errdefs.Invalid("secret_headers", "the sandbox has no network (block_network, or a daemon without networking) to inject into")
 	}
 	for i, r := range spec.SecretHeaders {
-		v, err := m.records.SecretValues(ctx, r.Secret)
+		v, err := m.secretStore().SecretValues(ctx, r.Secret)
 		if err != nil {
 			return fmt.Errorf("secret_headers[%d]: %w", i, err)
 		}
@@ -204,7 +204,7 @@ func (m *Manager) Headers(ctx context.Context, e EgressRules, host string) ([]Se
 		if r.Host != host {
 			continue
 		}
-		vals, err := m.records.SecretValues(ctx, r.Secret)
+		vals, err := m.secretStore().SecretValues(ctx, r.Secret)
 		if err != nil {
 			return nil, fmt.Errorf("secret %s: %w", r.Secret, err)
 		}

@@ -14,7 +14,10 @@ import (
 // createStat is what a create tells the telemetry: its runtime (as asked,
 // then as normalized) and its source (cold unless a pool or a snapshot
 // served it).
-type createStat struct{ runtime, source string }
+type createStat struct {
+	runtime, source string
+	pooled          *sandbox.Sandbox // the record, when a warm pool served the create
+}
 
 // Create validates spec, starts a sandbox and returns its record once the
 // agent answers (state running). On any failure everything created is

@@ -36,6 +36,18 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.RemoteAddr = "127.0.0.1:0" // the daemon itself
 	go func() {
 		defer func() {
+			// A handler that aborts (http.ErrAbortHandler: a reverse
+			// proxy whose copy failed, its caller gone) cuts the body
+			// short, as net/http's server does; this goroutine has no
+			// server to recover it, and the process would die.
+			if p := recover(); p != nil {
+				if p != http.ErrAbortHandler {
+					panic(p)
+				}
+				w.WriteHeader(http.StatusBadGateway) // no-op when already sent
+				pw.CloseWithError(io.ErrUnexpectedEOF)
+				return
+			}
 			w.WriteHeader(http.StatusOK) // no-op when already sent
 			pw.Close()
 		}()

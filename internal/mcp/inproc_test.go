@@ -62,3 +62,21 @@ func TestHandlerTransport(t *testing.T) {
 		t.Fatal("the handler never saw its caller go")
 	}
 }
+
+// A handler that aborts (as a reverse proxy does when its caller left
+// mid-copy) cuts the body short: the caller reads an error, and the
+// process lives.
+func TestHandlerTransportAbort(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "partial")
+		panic(http.ErrAbortHandler)
+	})
+	resp, err := (&http.Client{Transport: handlerTransport{h}}).Get("http://x/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, err := io.ReadAll(resp.Body); err == nil || string(b) != "partial" {
+		t.Fatalf("an aborted body: %q, %v; want the part written and an error", b, err)
+	}
+}

@@ -387,6 +387,8 @@ type PruneKept struct {
 	Detail string `json:"detail"`
 	// Until is when a recent item stops being protected by its age.
 	Until *time.Time `json:"until,omitempty"`
+	// Node is the cluster node that kept it (a control plane's prune).
+	Node string `json:"node,omitempty"`
 }
 
 // SnapshotMemoryRequest is the body of POST

@@ -28,6 +28,9 @@ type Volume struct {
 	// sandbox holds it.
 	UsedBytes *int64 `json:"used_bytes,omitempty"`
 	SizeBytes *int64 `json:"size_bytes,omitempty"`
+	// Node is the node that holds it, through a control plane (absent
+	// from a single daemon).
+	Node string `json:"node,omitempty"`
 }
 
 // VolumeList is the body of GET /v1/volumes.

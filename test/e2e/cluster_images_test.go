@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,6 +128,8 @@ func TestClusterImages(t *testing.T) {
 		t.Fatalf("a fetch of an unknown digest: %d %s", status, body)
 	}
 
+	clusterCopySteps(t, c, token, n1, n2)
+
 	// A delete through the control plane reaches every node that holds it.
 	if _, err := c.client.Terminate(ctx, sb.ID); err != nil {
 		t.Fatal(err)
@@ -141,6 +145,134 @@ func TestClusterImages(t *testing.T) {
 	}
 	if nodes := clusterImageNodes(t, c, img.Digest); len(nodes) != 0 {
 		t.Fatalf("image %s after the delete is on %v", img.Digest, nodes)
+	}
+}
+
+// clusterCopySteps: `corral image build` with a copy step works through
+// a control plane (the files' layer is uploaded to a node and the build
+// runs where it is); a build placed on another node than its uploaded
+// layer has the layer fetched there first; a prune through the control
+// plane prunes every node and names the node of what it kept.
+func clusterCopySteps(t *testing.T, c *controlPlane, token string, n1, n2 *daemon) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"files/hello.txt": "copied through the control plane\n"})
+	cli := viaCLI(t, c, token)
+	cli.mustBuild(dir, "base: debian:bookworm\nsteps:\n  - copy: {src: ./files, dst: /opt/files}\n", "-t", "test/copy:1")
+	copied, err := c.client.Image(ctx, "test/copy:1")
+	if err != nil {
+		t.Fatalf("the CLI's build with a copy step through the control plane: %v", err)
+	}
+
+	// A layer uploaded on n1, built on n2.
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	content := "fetched from n1\n"
+	for _, h := range []*tar.Header{{Name: "opt/", Typeflag: tar.TypeDir, Mode: 0o755}, {Name: "opt/fetched/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "opt/fetched/hello.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(content))}} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _ = tw.Write([]byte(content))
+	_ = tw.Close()
+	status, body := clusterCall(t, c, "POST", "/v1/images/layers?node=n1", tb.String())
+	var layer apiv1.LayerInfo
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &layer) != nil {
+		t.Fatalf("layer upload through the control plane on n1: %d %s", status, body)
+	}
+	if status, body := clusterCall(t, c, "GET", "/v1/images/layers/"+layer.Digest, ""); status != http.StatusOK {
+		t.Fatalf("the uploaded layer through the control plane: %d %s", status, body)
+	}
+	if status, body := clusterCall(t, c, "GET", "/v1/images/layers/sha256:"+strings.Repeat("1", 64), ""); status != http.StatusNotFound {
+		t.Fatalf("a layer nobody uploaded: %d %s", status, body)
+	}
+	img := clusterBuild(t, c, "n2", apiv1.BuildRequest{Tag: "test/fetched:1", Spec: apiv1.BuildSpec{
+		Base:  apiv1.BuildBase{Image: "test/copy:1"},
+		Steps: []apiv1.BuildStep{{Copy: &apiv1.CopyStep{Src: "fetched", Dst: "/opt/fetched", Layer: layer.Digest}}}}})
+	var sb apiv1.Sandbox
+	status, body = clusterCall(t, c, "POST", "/v1/sandboxes", `{"image":"`+img.Digest+`","timeout":300,"node_selector":{"role":"b"}}`)
+	if status != http.StatusCreated || json.Unmarshal([]byte(body), &sb) != nil {
+		t.Fatalf("create of the image built on n2: %d %s", status, body)
+	}
+	for path, want := range map[string]string{"/opt/files/hello.txt": "copied through the control plane\n", "/opt/fetched/hello.txt": content} {
+		out, _, code := cli.cli("", "exec", sb.ID, "--", "cat", path)
+		if code != 0 || out != want {
+			t.Fatalf("%s in the sandbox on n2: exit %d %q; want %q", path, code, out, want)
+		}
+	}
+	clusterSnapshotImage(t, c, sb.ID, n1, n2)
+	if _, err := c.client.Terminate(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// A prune through the control plane: each node's, merged.
+	for _, ref := range []string{"test/fetched:1", "test/copy:1", copied.Digest} {
+		if err := c.client.RemoveImage(ctx, ref); err != nil {
+			t.Fatalf("removing %s through the control plane: %v", ref, err)
+		}
+	}
+	status, body = clusterCall(t, c, "POST", "/v1/images/prune", "")
+	var rep apiv1.PruneReport
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil {
+		t.Fatalf("prune through the control plane: %d %s", status, body)
+	}
+	for _, k := range rep.Kept {
+		if k.Node != "n1" && k.Node != "n2" {
+			t.Fatalf("a kept item names no node: %+v", k)
+		}
+	}
+}
+
+// clusterSnapshotImage: a memory snapshot of sandbox id (on n2, of an
+// image n1 lacks) is restored on n2, which holds it, when nothing else
+// decides; a restore placed on n1 has the snapshot's image fetched there
+// along with the snapshot.
+func clusterSnapshotImage(t *testing.T, c *controlPlane, id string, n1, n2 *daemon) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := c.client.WriteFile(ctx, id, "/tmp/mark", strings.NewReader("before the snapshot"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sn, err := c.client.SnapshotMemory(ctx, id, "of-fetched")
+	if err != nil {
+		t.Fatalf("a memory snapshot through the control plane: %v", err)
+	}
+	restore := func(body string) apiv1.Sandbox {
+		t.Helper()
+		var sb apiv1.Sandbox
+		status, out := clusterCall(t, c, "POST", "/v1/sandboxes", body)
+		if status != http.StatusCreated || json.Unmarshal([]byte(out), &sb) != nil {
+			t.Fatalf("a create from the snapshot (%s): %d %s", body, status, out)
+		}
+		return sb
+	}
+	for range 3 {
+		sb := restore(`{"from_snapshot":"of-fetched","timeout":300}`)
+		if _, err := n2.client.Get(ctx, sb.ID); err != nil {
+			t.Fatalf("a restore went to another node than n2, which holds the snapshot: %v", err)
+		}
+		if _, err := c.client.Terminate(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n1.client.Image(ctx, sn.Image); err == nil {
+		t.Fatalf("n1 holds image %s already", sn.Image)
+	}
+	sb := restore(`{"from_snapshot":"of-fetched","timeout":300,"node_selector":{"role":"a"}}`)
+	if _, err := n1.client.Get(ctx, sb.ID); err != nil {
+		t.Fatalf("the restore is not on n1: %v", err)
+	}
+	out, _, code := viaCLI(t, c, c.token).cli("", "exec", sb.ID, "--", "cat", "/tmp/mark", "/opt/fetched/hello.txt")
+	if code != 0 || out != "before the snapshotfetched from n1\n" {
+		t.Fatalf("the restore on n1: exit %d %q", code, out)
+	}
+	if _, err := c.client.Terminate(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.RemoveSnapshot(ctx, sn.ID); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -137,7 +137,7 @@ func readToken(path string) (string, error) {
 }
 
 // lead tries for the leader lock every tick and, while it holds it, marks
-// silent nodes lost.
+// silent nodes lost and moves draining nodes' paused sandboxes.
 func (s *Server) lead(ctx context.Context) {
 	every := max(s.cfg.LostAfter/4, 250*time.Millisecond)
 	t := time.NewTicker(every)
@@ -147,6 +147,7 @@ func (s *Server) lead(ctx context.Context) {
 		if l != nil {
 			l.Resign(context.Background())
 		}
+		s.drains.running.Wait() // moves stopping undo what they did
 	}()
 	for {
 		select {
@@ -176,5 +177,6 @@ func (s *Server) lead(ctx context.Context) {
 		for _, id := range lost {
 			s.log.Warn("node lost: silent for longer than the bound; its sandboxes are lost", "op", "cluster", "node", id, "lost_after", s.cfg.LostAfter)
 		}
+		s.drainTick(ctx)
 	}
 }

@@ -43,6 +43,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := createCall{req: req, name: spec.Name, image: req.Image, path: "/v1/sandboxes", body: body, idOf: nativeID}
+	// A sandbox that mounts volumes goes to the node that holds them.
+	if c.req.Node, err = s.volumeNode(r.Context(), spec.Volumes); err != nil {
+		s.writeError(w, err)
+		return
+	}
 	if spec.FromSnapshot != "" {
 		if c.locs, err = s.fromSnapshot(r.Context(), spec.FromSnapshot, &c.req); err != nil {
 			s.writeError(w, err)

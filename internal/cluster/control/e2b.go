@@ -27,20 +27,21 @@ const e2bKeyPrefix = "e2b_"
 // by the node's own E2B face, so the translation from E2B's create to a
 // sandbox (templates, metadata, lifecycle, network) has one source of
 // truth: the node's. Calls by sandbox id go to its node's /e2b; lists
-// merge the nodes' (e2blist.go). What needs the whole cluster and is not
-// built yet answers 400 not_supported.
+// merge the nodes' (e2blist.go); snapshots and forks are the cluster's
+// (e2bsnap.go). Any other path answers 400 not_supported.
 func (s *Server) e2bRoutes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /sandboxes", s.e2bAuth(s.e2bCreate))
 	mux.HandleFunc("POST /v2/sandboxes", s.e2bAuth(s.e2bCreate))
 	mux.HandleFunc("GET /sandboxes", s.e2bAuth(s.e2bListV1))
 	mux.HandleFunc("GET /v2/sandboxes", s.e2bAuth(s.e2bListV2))
-	// Several sandboxes' metrics, forks and snapshots (the node's E2B
-	// face would make them outside the cluster's records) are not served
-	// yet.
-	mux.HandleFunc("GET /sandboxes/metrics", s.e2bAuth(s.e2bNotServed))
-	mux.HandleFunc("POST /sandboxes/{id}/fork", s.e2bAuth(s.e2bNotServed))
-	mux.HandleFunc("POST /sandboxes/{id}/snapshots", s.e2bAuth(s.e2bNotServed))
+	// Forks and snapshots go through the cluster's records (e2bsnap.go),
+	// not the node's E2B face, which would make them outside them.
+	mux.HandleFunc("GET /sandboxes/metrics", s.e2bAuth(s.e2bMetricsMany))
+	mux.HandleFunc("POST /sandboxes/{id}/fork", s.e2bAuth(s.e2bFork))
+	mux.HandleFunc("POST /sandboxes/{id}/snapshots", s.e2bAuth(s.e2bSnapshot))
+	mux.HandleFunc("GET /snapshots", s.e2bAuth(s.e2bListSnapshots))
+	mux.HandleFunc("DELETE /templates/{templateID}", s.e2bAuth(s.e2bDeleteTemplate))
 	mux.HandleFunc("/sandboxes/{id}", s.e2bAuth(s.e2bProxy))
 	mux.HandleFunc("/sandboxes/{id}/{rest...}", s.e2bAuth(s.e2bProxy))
 	mux.HandleFunc("/v2/sandboxes/{id}/{rest...}", s.e2bAuth(s.e2bProxy))
@@ -89,7 +90,10 @@ func (s *Server) e2bError(w http.ResponseWriter, err error) {
 
 // e2bCreate places an E2B create: room for a sandbox of the spec's
 // defaults (E2B's create names no resources) on a node with the E2B
-// runtime, then the node's /e2b makes it.
+// runtime, then the node's /e2b makes it. A templateID that names a
+// snapshot the cluster knows asks for the snapshot's runtime, version and
+// resources instead, and the snapshot is sent to the chosen node first;
+// one that names an image another node holds has it fetched first.
 func (s *Server) e2bCreate(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCreateBody))
 	if err != nil {
@@ -107,7 +111,17 @@ func (s *Server) e2bCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	req := store.Request{Runtime: rt, CPUMilli: milli(sandbox.DefaultCPU, sandbox.DefaultCPU), MemoryMB: sandbox.DefaultMemoryMB,
 		DiskMB: sandbox.DefaultDiskMB, FreshWithin: s.cfg.LostAfter}
-	a, err := s.place(r, createCall{req: req, path: "/e2b" + r.URL.Path, body: raw, idOf: e2bID})
+	c := createCall{req: req, path: "/e2b" + r.URL.Path, body: raw, idOf: e2bID}
+	var tmpl string
+	_ = json.Unmarshal(fields["templateID"], &tmpl) // the node refuses a bad one
+	if c.locs, err = s.e2bSnapshotTemplate(r.Context(), tmpl, &c.req); err != nil {
+		s.e2bError(w, err)
+		return
+	}
+	if c.locs == nil {
+		c.image = tmpl // an image the cluster knows is fetched first ("base" is every node's)
+	}
+	a, err := s.place(r, c)
 	if err != nil {
 		s.e2bError(w, err)
 		return

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 
 	"corral/internal/cluster/nodeauth"
 	"corral/internal/cluster/store"
+	"corral/pkg/apiv1"
 )
 
 // fakeE2BNode is a node's /e2b and envd face as a control plane sees
@@ -69,6 +72,26 @@ func (f *fakeE2BNode) api(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/e2b/sandboxes/"):
 		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodGet && r.URL.Path == "/e2b/sandboxes/metrics":
+		// The latest sample of each asked for that it runs.
+		f.seen[len(f.seen)-1] += "?" + r.URL.RawQuery
+		out := map[string]map[string]int{}
+		for id := range strings.SplitSeq(r.URL.Query().Get("sandbox_ids"), ",") {
+			if slices.Contains(f.sbs, id) {
+				out[id] = map[string]int{"cpuCount": 1}
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
+	case r.Method == http.MethodPost && r.URL.Path == apiv1.NodeSignedFiles:
+		// A sandbox "signs" with v1_ and its id.
+		var req apiv1.SignedFilesRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		q, _ := url.ParseQuery(req.Query)
+		if id, ok := strings.CutPrefix(q.Get("signature"), "v1_"); ok && slices.Contains(f.sbs, id) {
+			writeJSON(w, http.StatusOK, apiv1.SignedFilesMatch{SandboxID: id})
+			return
+		}
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]string{"code": "not_found", "message": "no sandbox signed it"}})
 	default:
 		writeJSON(w, http.StatusOK, map[string]string{"path": r.URL.Path})
 	}
@@ -238,11 +261,72 @@ func TestE2BFace(t *testing.T) {
 	if resp.StatusCode != 404 || !strings.Contains(body, `"code":404`) || !strings.Contains(body, "sb-nosuch") {
 		t.Errorf("an unknown sandbox: %d %s", resp.StatusCode, body)
 	}
-	for _, c := range []struct{ method, path string }{{"GET", "/e2b/snapshots"}, {"GET", "/e2b/sandboxes/metrics"},
-		{"POST", "/e2b/sandboxes/" + ids[1] + "/snapshots"}, {"POST", "/e2b/sandboxes/" + ids[1] + "/fork"}, {"DELETE", "/e2b/templates/x"}} {
-		if resp, body := e2bCall(t, srv, c.method, c.path, key, "{}"); resp.StatusCode != 400 || !strings.Contains(body, "not served") {
-			t.Errorf("%s %s: %d %s, want 400 naming it not served", c.method, c.path, resp.StatusCode, body)
+	// Several sandboxes' metrics: each node asked once for its own; an
+	// unknown or ended sandbox left out.
+	q := "sandbox_ids=" + strings.Join(ids, ",") + ",sb-nosuch&sandbox_ids=" + ids[1]
+	resp, body = e2bCall(t, srv, "GET", "/e2b/sandboxes/metrics?"+q, key, "")
+	var met struct{ Sandboxes map[string]json.RawMessage }
+	if err := json.Unmarshal([]byte(body), &met); resp.StatusCode != 200 || err != nil || len(met.Sandboxes) != len(ids)-1 || met.Sandboxes[ids[0]] != nil {
+		t.Errorf("metrics of %d: %d %s, want all but the killed %s", len(ids)+1, resp.StatusCode, body, ids[0])
+	}
+	for _, f := range nodes {
+		asked := 0
+		for _, c := range f.seen {
+			if strings.HasPrefix(c, "GET /e2b/sandboxes/metrics?") {
+				asked++
+				for id := range strings.SplitSeq(strings.TrimPrefix(c, "GET /e2b/sandboxes/metrics?sandbox_ids="), "%2C") {
+					if !slices.Contains(f.sbs, id) {
+						t.Errorf("node %s was asked for %s, which it does not run (%s)", f.id, id, c)
+					}
+				}
+			}
 		}
+		if asked != 1 {
+			t.Errorf("node %s was asked for metrics %d times, want once: %v", f.id, asked, f.seen)
+		}
+	}
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = fmt.Sprint("sb-", i)
+	}
+	for _, bad := range []string{"", "sandbox_ids=", "sandbox_ids=" + strings.Join(many, ",")} {
+		if resp, body := e2bCall(t, srv, "GET", "/e2b/sandboxes/metrics?"+bad, key, ""); resp.StatusCode != 400 || !strings.Contains(body, "sandbox_ids") {
+			t.Errorf("metrics ?%s: %d %s, want 400 naming sandbox_ids", bad, resp.StatusCode, body)
+		}
+	}
+	for _, c := range []struct{ method, path, body, field string }{
+		{"POST", "/e2b/sandboxes/" + ids[1] + "/fork", `{"count":0}`, "count"},
+		{"POST", "/e2b/sandboxes/" + ids[1] + "/fork", `{"timeout":-1}`, "timeout"},
+		{"POST", "/e2b/sandboxes/" + ids[1] + "/fork", `{"copies":2}`, "copies"},
+		{"POST", "/e2b/sandboxes/" + ids[1] + "/snapshots", `{"name":"corral.x"}`, "name"},
+		{"GET", "/e2b/snapshots?limit=0", "", "limit"},
+		{"GET", "/e2b/snapshots?sandbox=x", "", "sandbox"},
+	} {
+		if resp, body := e2bCall(t, srv, c.method, c.path, key, c.body); resp.StatusCode != 400 || !strings.Contains(body, c.field) {
+			t.Errorf("%s %s %s: %d %s, want 400 naming %s", c.method, c.path, c.body, resp.StatusCode, body, c.field)
+		}
+	}
+	if resp, body := e2bCall(t, srv, "DELETE", "/e2b/templates/no-such-snap", key, ""); resp.StatusCode != 404 || !strings.Contains(body, "no-such-snap") {
+		t.Errorf("deleting an unknown snapshot: %d %s, want 404 naming it", resp.StatusCode, body)
+	}
+	if resp, body := e2bCall(t, srv, "GET", "/e2b/templates", key, ""); resp.StatusCode != 400 || !strings.Contains(body, "not served") {
+		t.Errorf("an unserved path: %d %s, want 400 naming it not served", resp.StatusCode, body)
+	}
+
+	// A template that names an image only node a holds: a create placed
+	// on b has b fetch it first; a never does.
+	const digest = "sha256:" + "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"
+	if err := st.RecordImage(context.Background(), store.NodeImage{Node: "a", Digest: digest, Tags: []string{"tools:latest"}}); err != nil {
+		t.Fatal(err)
+	}
+	fetch := "POST /v1/cluster/node/images/" + digest + "/fetch"
+	for i := 0; i < 8 && !slices.Contains(nodes["b"].seen, fetch); i++ {
+		if resp, body := e2bCall(t, srv, "POST", "/e2b/v2/sandboxes", key, `{"templateID":"tools"}`); resp.StatusCode != 201 {
+			t.Fatalf("a create from an image template: %d %s", resp.StatusCode, body)
+		}
+	}
+	if !slices.Contains(nodes["b"].seen, fetch) || slices.Contains(nodes["a"].seen, fetch) {
+		t.Errorf("an image template only a holds: b saw %v, a saw %v; want b (only) to fetch it", nodes["b"].seen, nodes["a"].seen)
 	}
 }
 
@@ -304,16 +388,38 @@ func TestEnvdRouting(t *testing.T) {
 			}
 		}
 	}
+	// A signed URL names no sandbox: it goes to the node whose sandbox
+	// signed it, the sandbox named in the headers, the signature as it
+	// came.
+	for id, node := range owner {
+		resp, err := envd.Client().Get(envd.URL + "/files?path=/x&signature=v1_" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		f := nodes[node]
+		f.mu.Lock()
+		h := f.envd[len(f.envd)-1]
+		f.mu.Unlock()
+		if resp.StatusCode != 200 || h.Get(envdSandboxHeader) != id {
+			t.Errorf("a URL signed by %s: %d, its node %s saw %v", id, resp.StatusCode, node, h)
+		}
+	}
 	for _, c := range []struct {
 		name, host, id, port string
 		status               int
 	}{
 		{"unknown sandbox", "", "sb-nosuch", "", 502},
+		{"a signature no sandbox made", "localhost", "", "", 401},
 		{"no sandbox named", "localhost", "", "", 400},
 		{"bad port", "", "sb-x", "99999", 400},
 		{"bad host port", "x-sb-y.corral.test", "", "", 400},
 	} {
-		req, _ := http.NewRequest("GET", envd.URL+"/health", nil)
+		path := "/health"
+		if c.status == 401 {
+			path = "/files?path=/x&signature=v1_sb-nosuch"
+		}
+		req, _ := http.NewRequest("GET", envd.URL+path, nil)
 		if c.host != "" {
 			req.Host = c.host
 		}

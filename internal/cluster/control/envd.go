@@ -34,7 +34,7 @@ func envdRoute(r *http.Request) (id, port string, err error) {
 		}
 		p, rest, ok := strings.Cut(host, "-")
 		if !ok || rest == "" {
-			return "", "", errdefs.Invalid(envdSandboxHeader, "no sandbox named: send the E2b-Sandbox-Id and E2b-Sandbox-Port headers or a Host of <port>-<sandbox id>.<domain> (a signed URL through a control plane needs them too)")
+			return "", "", errdefs.Invalid(envdSandboxHeader, "no sandbox named: send the E2b-Sandbox-Id and E2b-Sandbox-Port headers or a Host of <port>-<sandbox id>.<domain>")
 		}
 		id, port = rest, p
 	}
@@ -59,6 +59,13 @@ func envdRoute(r *http.Request) (id, port string, err error) {
 func (s *Server) EnvdHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, port, err := envdRoute(r)
+		if err != nil && isSignedFiles(r) {
+			// A signed URL names no sandbox: the nodes say whose it is.
+			if id, err = s.signedBy(r); err == nil && id == "" {
+				writeJSON(w, http.StatusUnauthorized, e2bErrorBody{Code: http.StatusUnauthorized, Message: "invalid signature"})
+				return
+			}
+		}
 		if err != nil {
 			s.e2bError(w, err)
 			return

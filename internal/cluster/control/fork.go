@@ -45,27 +45,9 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithoutCancel(r.Context()) // what the nodes make is undone or bound
-	var parent apiv1.Sandbox
-	if err := s.getOnNode(ctx, p.Node, "/v1/sandboxes/"+p.ID, &parent); err != nil {
+	copies, err := s.forkPlaced(ctx, p, count)
+	if err != nil {
 		s.writeError(w, err)
-		return
-	}
-	sn, a, err := s.takeSnapshot(ctx, p, []byte(`{}`))
-	if err == nil {
-		err = a.err()
-	}
-	if err != nil {
-		s.writeError(w, fmt.Errorf("forking sandbox %s: %w", p.ID, err))
-		return
-	}
-	defer func() {
-		if locs, err := s.st.SnapshotLocations(ctx, sn.ID); err == nil {
-			s.removeLocations(ctx, locs)
-		}
-	}()
-	copies, err := s.forkCopies(ctx, p, parent, sn, count)
-	if err != nil {
-		s.writeError(w, fmt.Errorf("forking sandbox %s: %w", p.ID, err))
 		return
 	}
 	out := apiv1.ForkResult{Sandboxes: make([]apiv1.Sandbox, len(copies))}
@@ -75,6 +57,34 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(ctx, "sandbox forked across the cluster", "op", "cluster", "sandbox", p.ID, "copies", strings.Join(ids, ","))
 	writeJSON(w, http.StatusCreated, out)
+}
+
+// forkPlaced forks placed sandbox p into count copies across the
+// cluster (the native fork's and E2B's): its record read, a memory
+// snapshot taken on its node, the copies made (forkCopies), then the
+// snapshot removed everywhere.
+func (s *Server) forkPlaced(ctx context.Context, p store.Placement, count int) ([]*forkCopy, error) {
+	var parent apiv1.Sandbox
+	if err := s.getOnNode(ctx, p.Node, "/v1/sandboxes/"+p.ID, &parent); err != nil {
+		return nil, err
+	}
+	sn, a, err := s.takeSnapshot(ctx, p, []byte(`{}`))
+	if err == nil {
+		err = a.takenErr()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("forking sandbox %s: %w", p.ID, err)
+	}
+	defer func() {
+		if locs, err := s.st.SnapshotLocations(ctx, sn.ID); err == nil {
+			s.removeLocations(ctx, locs)
+		}
+	}()
+	copies, err := s.forkCopies(ctx, p, parent, sn, count)
+	if err != nil {
+		return nil, fmt.Errorf("forking sandbox %s: %w", p.ID, err)
+	}
+	return copies, nil
 }
 
 // readForkCount reads a fork's body: count, 1 to maxFork.

@@ -30,6 +30,13 @@ type snapNode struct {
 	n             int
 	deletedSnaps  []string
 	deletedCopies []string
+	// image is the image its snapshots are of ("": none named); an
+	// import is refused until the node holds it (hasImage, set by a
+	// fetch), as a node lacking a snapshot's image refuses it.
+	image    string
+	hasImage bool
+	// e2bCreates and timeouts are the bodies its E2B face got.
+	e2bCreates, timeouts []string
 }
 
 func (f *snapNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -62,11 +69,18 @@ func (f *snapNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id := "snap-aaaaaaaaaaaaaaa" + fmt.Sprint(f.n%10)
 		f.n++
 		f.snaps[id] = true
-		answer(201, `{"id":"`+id+`","runtime":"gvisor","runtime_version":"v1","cpu":1,"memory_mb":512,"disk_mb":1024}`)
+		var req apiv1.SnapshotMemoryRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		sandboxID := strings.TrimSuffix(strings.TrimPrefix(p, "/v1/sandboxes/"), "/snapshots/memory")
+		answer(201, `{"id":"`+id+`","name":"`+req.Name+`","sandbox_id":"`+sandboxID+`","runtime":"gvisor","runtime_version":"v1","cpu":1,"memory_mb":512,"disk_mb":1024,"image":"`+f.image+`"}`)
 	case r.Method == "GET" && strings.HasPrefix(p, apiv1.NodeSnapshotExport):
 		_, _ = io.WriteString(w, "a tar stream")
 	case r.Method == "POST" && p == apiv1.NodeSnapshotImport:
 		_, _ = io.ReadAll(r.Body)
+		if f.image != "" && !f.hasImage {
+			answer(409, `{"error":{"code":"failed_precondition","message":"the snapshot's image is missing here"}}`)
+			return
+		}
 		if f.refuseImport {
 			answer(409, `{"error":{"code":"failed_precondition","message":"snapshot was taken by gvisor \"v1\"; this daemon runs \"v2\", which cannot restore it"}}`)
 			return
@@ -81,6 +95,24 @@ func (f *snapNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id := newID("copy")
 		f.sandboxes[id] = true
 		answer(201, `{"id":"`+id+`"}`)
+	case r.Method == "POST" && p == "/e2b/v2/sandboxes":
+		// Its E2B face: a create (from any template) and, for a fork's
+		// copies, a timeout and the details.
+		id := newID("sb")
+		f.sandboxes[id] = true
+		b, _ := io.ReadAll(r.Body)
+		f.e2bCreates = append(f.e2bCreates, string(b))
+		answer(201, `{"sandboxID":"`+id+`"}`)
+	case r.Method == "POST" && strings.HasPrefix(p, "/e2b/sandboxes/") && strings.HasSuffix(p, "/timeout"):
+		b, _ := io.ReadAll(r.Body)
+		f.timeouts = append(f.timeouts, string(b))
+		w.WriteHeader(204)
+	case r.Method == "GET" && strings.HasPrefix(p, "/e2b/sandboxes/"):
+		id := strings.TrimPrefix(p, "/e2b/sandboxes/")
+		answer(200, `{"sandboxID":"`+id+`","templateID":"base","clientID":"corral","envdVersion":"0.6.2","envdAccessToken":"tok-`+id+`","domain":null,"state":"running","metadata":{}}`)
+	case r.Method == "POST" && f.image != "" && p == nodeauth.ImagesPath+f.image+"/fetch":
+		f.hasImage = true
+		answer(200, `{}`)
 	case r.Method == "DELETE" && strings.HasPrefix(p, "/v1/snapshots/"):
 		f.deletedSnaps = append(f.deletedSnaps, strings.TrimPrefix(p, "/v1/snapshots/"))
 		answer(200, `{}`)

@@ -28,13 +28,13 @@ import (
 // lacks: the node fetches it from a holder first (ensureImage).
 func (s *Server) imageRoutes() {
 	s.mux.HandleFunc("GET /v1/images", s.auth(s.listImages))
-	s.mux.HandleFunc("POST /v1/images/build", s.auth(s.onNode(watchBuild)))
+	s.mux.HandleFunc("POST /v1/images/build", s.auth(s.build))
 	s.mux.HandleFunc("POST /v1/images/pull", s.auth(s.onNode(readImage)))
 	s.mux.HandleFunc("POST /v1/images/import", s.auth(s.onNode(readImage)))
-	// A build's copy steps upload layers first: they would land on
-	// another node than the build (docs/CLUSTER.md).
-	s.mux.HandleFunc("POST /v1/images/layers", s.auth(s.notServed))
-	s.mux.HandleFunc("GET /v1/images/layers/{digest}", s.auth(s.notServed))
+	// A build's copy steps upload their files as layers first (layers.go).
+	s.mux.HandleFunc("POST /v1/images/layers", s.auth(s.onNode(readLayer)))
+	s.mux.HandleFunc("GET /v1/images/layers/{digest}", s.auth(s.getLayer))
+	s.mux.HandleFunc("POST /v1/images/prune", s.auth(s.prune))
 	s.mux.HandleFunc("GET /v1/images/{ref...}", s.auth(s.getImage))
 	s.mux.HandleFunc("DELETE /v1/images/{ref...}", s.auth(s.deleteImage))
 }
@@ -193,12 +193,37 @@ func (s *Server) ensureImage(ctx context.Context, n store.Node, image string) er
 	return nil
 }
 
-// imageWatcher sees a node's successful answer to a build, pull or
-// import and reports the image it made (nil when none).
-type imageWatcher func(resp *http.Response, record func(apiv1.Image))
+// imageWatcher sees a node's successful answer to an image call and
+// records what it made there (nodeRecorder).
+type imageWatcher func(resp *http.Response, rec nodeRecorder)
 
-// onNode proxies an image call to one node, streaming (a build's
-// progress events pass as they come), and records the image made there.
+// nodeRecorder records in the cluster database what an image call made
+// on a node.
+type nodeRecorder struct {
+	s    *Server
+	node string
+	ctx  context.Context
+}
+
+func (nr nodeRecorder) image(img apiv1.Image) {
+	ctx, cancel := context.WithTimeout(nr.ctx, 10*time.Second)
+	defer cancel()
+	if err := nr.s.st.RecordImage(ctx, store.NodeImage{Node: nr.node, Digest: img.Digest, Tags: img.Tags, Size: img.Size}); err != nil {
+		nr.s.log.Warn("recording an image's node", "op", "cluster", "node", nr.node, "image", img.Digest, "err", err)
+	}
+}
+
+func (nr nodeRecorder) layer(l apiv1.LayerInfo) {
+	ctx, cancel := context.WithTimeout(nr.ctx, 10*time.Second)
+	defer cancel()
+	if err := nr.s.st.RecordLayer(ctx, store.NodeLayer{Node: nr.node, Digest: l.Digest, Size: l.Size}); err != nil {
+		nr.s.log.Warn("recording a layer's node", "op", "cluster", "node", nr.node, "layer", l.Digest, "err", err)
+	}
+}
+
+// onNode proxies an image call to one node (imageNode), streaming (a
+// build's progress events pass as they come), and records what it made
+// there.
 func (s *Server) onNode(watch imageWatcher) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		n, err := s.imageNode(r)
@@ -206,83 +231,110 @@ func (s *Server) onNode(watch imageWatcher) http.HandlerFunc {
 			s.writeError(w, err)
 			return
 		}
-		target, cred, err := s.nodeTarget(n)
-		if err != nil {
-			s.writeError(w, err)
-			return
-		}
-		record := func(img apiv1.Image) {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
-			defer cancel()
-			if err := s.st.RecordImage(ctx, store.NodeImage{Node: n.ID, Digest: img.Digest, Tags: img.Tags, Size: img.Size}); err != nil {
-				s.log.Warn("recording an image's node", "op", "cluster", "node", n.ID, "image", img.Digest, "err", err)
-			}
-		}
-		rp := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.SetURL(target)
-				pr.Out.Host = target.Host
-				q := pr.Out.URL.Query()
-				q.Del("node")
-				pr.Out.URL.RawQuery = q.Encode()
-				pr.Out.Header.Del("Authorization")
-				pr.Out.Header.Set(nodeauth.Header, cred)
-			},
-			Transport:     s.client.Transport,
-			FlushInterval: -1,
-			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-				if errors.Is(err, context.Canceled) {
-					return
-				}
-				s.writeError(w, fmt.Errorf("%w: node %s does not answer: %v", errdefs.ErrUnavailable, n.ID, err))
-			},
-			ModifyResponse: func(resp *http.Response) error {
-				if resp.StatusCode == http.StatusOK {
-					watch(resp, record)
-				}
-				return nil
-			},
-		}
-		fullDuplex(w) // a build's body may still be on its way when its progress starts
-		rp.ServeHTTP(w, r)
+		s.proxyImageCall(w, r, n, watch)
 	}
+}
+
+// proxyImageCall proxies an image call to node n.
+func (s *Server) proxyImageCall(w http.ResponseWriter, r *http.Request, n store.Node, watch imageWatcher) {
+	target, cred, err := s.nodeTarget(n)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	rec := nodeRecorder{s: s, node: n.ID, ctx: context.WithoutCancel(r.Context())}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			q := pr.Out.URL.Query()
+			q.Del("node")
+			pr.Out.URL.RawQuery = q.Encode()
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Set(nodeauth.Header, cred)
+		},
+		Transport:     s.client.Transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			s.writeError(w, fmt.Errorf("%w: node %s does not answer: %v", errdefs.ErrUnavailable, n.ID, err))
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusOK {
+				watch(resp, rec)
+			}
+			return nil
+		},
+	}
+	fullDuplex(w) // a build's body may still be on its way when its progress starts
+	rp.ServeHTTP(w, r)
 }
 
 // imageNode is the node an image call runs on: ?node=, or a ready,
 // undrained, fresh node at random.
 func (s *Server) imageNode(r *http.Request) (store.Node, error) {
 	if id := r.URL.Query().Get("node"); id != "" {
-		n, err := s.st.Node(r.Context(), id)
-		if err != nil {
-			return store.Node{}, err
-		}
-		if n.State != store.NodeReady {
-			return store.Node{}, fmt.Errorf("%w: node %s is %s", errdefs.ErrFailedPrecondition, id, n.State)
-		}
-		return n, nil
+		return s.namedImageNode(r.Context(), id)
 	}
-	ns, err := s.st.Nodes(r.Context())
+	ns, err := s.imageNodes(r.Context())
 	if err != nil {
 		return store.Node{}, err
+	}
+	return ns[rand.IntN(len(ns))], nil
+}
+
+// namedImageNode is node id, which must be ready.
+func (s *Server) namedImageNode(ctx context.Context, id string) (store.Node, error) {
+	n, err := s.st.Node(ctx, id)
+	if err != nil {
+		return store.Node{}, err
+	}
+	if n.State != store.NodeReady {
+		return store.Node{}, fmt.Errorf("%w: node %s is %s", errdefs.ErrFailedPrecondition, id, n.State)
+	}
+	return n, nil
+}
+
+// imageNodes are the ready, undrained, fresh nodes (at least one).
+func (s *Server) imageNodes(ctx context.Context) ([]store.Node, error) {
+	ns, err := s.st.Nodes(ctx)
+	if err != nil {
+		return nil, err
 	}
 	ns = slices.DeleteFunc(ns, func(n store.Node) bool {
 		return n.State != store.NodeReady || n.Draining || time.Since(n.Heartbeat) > s.cfg.LostAfter
 	})
 	if len(ns) == 0 {
-		return store.Node{}, fmt.Errorf("%w: no ready node to run it on", errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("%w: no ready node to run it on", errdefs.ErrUnavailable)
 	}
-	return ns[rand.IntN(len(ns))], nil
+	return ns, nil
 }
 
 // readImage reads a pull's or import's answer (an image) and puts it back.
-func readImage(resp *http.Response, record func(apiv1.Image)) {
+func readImage(resp *http.Response, rec nodeRecorder) {
+	var img apiv1.Image
+	if readBack(resp, &img) && img.Digest != "" {
+		rec.image(img)
+	}
+}
+
+// readLayer reads a layer upload's answer and puts it back.
+func readLayer(resp *http.Response, rec nodeRecorder) {
+	var l apiv1.LayerInfo
+	if readBack(resp, &l) && l.Digest != "" {
+		rec.layer(l)
+	}
+}
+
+// readBack decodes a JSON answer into v and puts the body back for the
+// caller.
+func readBack(resp *http.Response, v any) bool {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	resp.Body.Close()
 	resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), errReader{err}))
-	var img apiv1.Image
-	if err == nil && json.Unmarshal(b, &img) == nil && img.Digest != "" {
-		record(img)
-	}
+	return err == nil && json.Unmarshal(b, v) == nil
 }
 
 // errReader returns err (io.EOF when nil).
@@ -297,8 +349,8 @@ func (e errReader) Read([]byte) (int, error) {
 
 // watchBuild passes a build's event stream on as it comes and records
 // the image of its done event.
-func watchBuild(resp *http.Response, record func(apiv1.Image)) {
-	resp.Body = &buildWatcher{rc: resp.Body, record: record}
+func watchBuild(resp *http.Response, rec nodeRecorder) {
+	resp.Body = &buildWatcher{rc: resp.Body, record: rec.image}
 }
 
 // buildWatcher reads NDJSON build events through, line by line.

@@ -27,12 +27,13 @@ type Server struct {
 	mux    *http.ServeMux
 	client *http.Client // to nodes
 	met    *controlMetrics
+	drains *drainer // the leader's moves off draining nodes (drain.go)
 }
 
 func newServer(st *store.Store, token, join string, cfg Config) *Server {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	s := &Server{st: st, token: token, join: join, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(), client: &http.Client{Transport: tr}, met: newControlMetrics(st)}
+	s := &Server{st: st, token: token, join: join, cfg: cfg, log: cfg.Log, mux: http.NewServeMux(), client: &http.Client{Transport: tr}, met: newControlMetrics(st), drains: newDrainer()}
 	s.routes()
 	return s
 }
@@ -46,6 +47,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/cluster/nodes/{id}/drain", s.auth(s.drain(true)))
 	s.mux.HandleFunc("POST /v1/cluster/nodes/{id}/undrain", s.auth(s.drain(false)))
 	s.imageRoutes()
+	s.volumeRoutes()
+	s.secretRoutes()
 	s.mux.HandleFunc("POST /v1/sandboxes", s.auth(s.create))
 	s.mux.HandleFunc("GET /v1/sandboxes", s.auth(s.list))
 	s.mux.HandleFunc("GET /v1/usage", s.auth(s.usage))
@@ -127,17 +130,33 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
+	drains, err := s.st.Drains(r.Context())
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
 	out := apiv1.ClusterNodes{Nodes: []apiv1.ClusterNode{}}
 	for _, n := range ns {
-		out.Nodes = append(out.Nodes, toAPINode(n, uses[n.ID]))
+		c := toAPINode(n, uses[n.ID])
+		if d, ok := drains[n.ID]; ok && n.Draining {
+			c.Drain = toAPIDrain(d)
+		}
+		out.Nodes = append(out.Nodes, c)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// drain stops (on) or resumes placing sandboxes on node {id}.
+// drain stops (on) or resumes placing sandboxes on node {id}; a drain
+// also has the leader move its paused sandboxes (drain.go), and answers
+// at once.
 func (s *Server) drain(on bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		n, err := s.st.Drain(r.Context(), r.PathValue("id"), on)
+		if err == nil && on {
+			err = s.st.StartDrain(r.Context(), n.ID)
+		} else if err == nil {
+			err = s.st.StopDrain(r.Context(), n.ID)
+		}
 		if err != nil {
 			s.writeError(w, err)
 			return
@@ -148,7 +167,11 @@ func (s *Server) drain(on bool) http.HandlerFunc {
 			s.writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, toAPINode(n, uses[n.ID]))
+		c := toAPINode(n, uses[n.ID])
+		if on {
+			c.Drain = toAPIDrain(store.DrainState{Node: n.ID})
+		}
+		writeJSON(w, http.StatusOK, c)
 	}
 }
 

@@ -191,7 +191,8 @@ func (s *Server) forgetLocation(ctx context.Context, l store.SnapshotLocation) {
 }
 
 // fromSnapshot looks up the snapshot a create starts from and makes req
-// ask for what a copy of it takes: the snapshot's runtime and resources.
+// ask for what a copy of it takes: the snapshot's runtime and resources,
+// a node that holds it preferred.
 // The node checks the rest of the spec against it.
 func (s *Server) fromSnapshot(ctx context.Context, ref string, req *store.Request) ([]store.SnapshotLocation, error) {
 	if !sandbox.ValidSnapshotRef(ref) {
@@ -209,6 +210,7 @@ func (s *Server) fromSnapshot(ctx context.Context, ref string, req *store.Reques
 		return nil, fmt.Errorf("snapshot %s's stored record: %w", locs[0].ID, err)
 	}
 	req.Runtime, req.RuntimeVersion = locs[0].Runtime, locs[0].RuntimeVersion
+	req.Snapshot = locs[0].ID // its holders first: no relay
 	req.CPUMilli = milli(sn.CPU, sandbox.DefaultCPU)
 	req.MemoryMB = orDefault(sn.MemoryMB, sandbox.DefaultMemoryMB)
 	req.DiskMB = orDefault(sn.DiskMB, sandbox.DefaultDiskMB)

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +21,8 @@ import (
 const transferTimeout = 15 * time.Minute
 
 // ensureSnapshot makes node n hold the snapshot whose locations are
-// locs: when it does not, the snapshot is relayed to it from a ready
+// locs: when it does not, the snapshot's image is fetched there if the
+// cluster knows it (ensureImage), then the snapshot is relayed to it from a ready
 // holder and the new location recorded, so later restores there reuse
 // it. n's refusal (another runtime version, no room, its image missing)
 // is returned as n said it; a holder that fails is left for the next.
@@ -28,6 +30,13 @@ func (s *Server) ensureSnapshot(ctx context.Context, n store.Node, locs []store.
 	for _, l := range locs {
 		if l.Node == n.ID {
 			return nil
+		}
+	}
+	// The node refuses a snapshot whose image it lacks: that comes first.
+	var rec apiv1.Snapshot
+	if json.Unmarshal(locs[0].Record, &rec) == nil {
+		if err := s.ensureImage(ctx, n, rec.Image); err != nil {
+			return err
 		}
 	}
 	var last error

@@ -33,8 +33,16 @@ func (n *Node) internal(w http.ResponseWriter, r *http.Request) {
 		n.importSnapshot(w, r)
 	case r.Method == http.MethodPost && r.URL.Path == apiv1.NodeForkCopy:
 		n.forkCopy(w, r)
+	case r.Method == http.MethodPost && r.URL.Path == apiv1.NodeMoveIn:
+		n.moveIn(w, r) // move.go
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, apiv1.NodeMoveRemove):
+		n.moveRemove(w, r, strings.TrimPrefix(r.URL.Path, apiv1.NodeMoveRemove))
+	case r.Method == http.MethodPost && r.URL.Path == apiv1.NodeSignedFiles:
+		n.signedFiles(w, r) // signed.go
 	case strings.HasPrefix(r.URL.Path, nodeauth.ImagesPath):
 		n.images.ServeHTTP(w, r) // images.go
+	case strings.HasPrefix(r.URL.Path, nodeauth.LayersPath):
+		n.layers.ServeHTTP(w, r) // layers.go
 	default:
 		writeError(w, fmt.Errorf("%w: no node-internal route for %s %s", errdefs.ErrNotFound, r.Method, r.URL.Path))
 	}

@@ -73,6 +73,7 @@ type Node struct {
 	nonce  string // the credential's public half (identity)
 	token  string // the daemon's API token, used in process only
 	images *http.ServeMux
+	layers *http.ServeMux
 	// What reportImages last sent, and the heartbeats counted (beat's
 	// goroutine only).
 	reported []byte
@@ -104,6 +105,13 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 	}
 	n := &Node{cfg: cfg, st: st, m: m, cred: nodeauth.Credential(join, cfg.Name, id.Nonce), nonce: id.Nonce, join: join, token: token}
 	n.images = n.imagesMux()
+	n.layers = n.layersMux()
+	sec, err := newClusterSecrets(st, join)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	m.UseSecretStore(sec) // the cluster's secrets, not this state dir's
 	rec := n.record()
 	rec.RuntimeVersions = n.runtimeVersions(ctx)
 	if err := st.Register(ctx, rec); err != nil {

@@ -10,6 +10,7 @@
 package nodeauth
 
 import (
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -77,4 +78,26 @@ const ImagesPath = "/v1/cluster/node/images/"
 // point at the image once fetched.
 type FetchRequest struct {
 	Tags []string `json:"tags,omitempty"`
+}
+
+// LayersPath is where a node serves the layers uploaded to it (a build's
+// copy steps) to the rest of the cluster, among its node-internal
+// endpoints: GET {digest} is the layer as a tar, and POST {digest}/fetch
+// makes the node fetch it from a node that holds it.
+const LayersPath = "/v1/cluster/node/layers/"
+
+// secretKeyInfo binds SecretKey's output to its one purpose.
+const secretKeyInfo = "corral cluster secrets v1"
+
+// SecretKey is the 32-byte key the cluster's secrets are sealed with in
+// the database: HKDF-SHA256 of the join token, for that purpose alone.
+// Control planes (which seal) and nodes (which open, at a sandbox's
+// create) derive the same key; the database holds only what it sealed,
+// and the key is independent of every node's credential.
+func SecretKey(joinToken string) []byte {
+	k, err := hkdf.Key(sha256.New, []byte(joinToken), nil, secretKeyInfo, 32)
+	if err != nil {
+		panic(err) // 32 bytes of SHA-256's HKDF are always available
+	}
+	return k
 }

@@ -108,7 +108,52 @@ var migrations = []string{
 	);`,
 	// 5: where a node serves E2B's envd face ('': it does not).
 	`ALTER TABLE nodes ADD COLUMN envd_address text NOT NULL DEFAULT ''`,
-	// 6: the nodes' audit trails and usage records, shipped by each node
+	// 6: which node holds which uploaded layer (layers.go): a build's
+	// copy steps upload their files as layers before the build, which
+	// then runs where they are or has them fetched there.
+	`CREATE TABLE node_layers (
+		node_id     text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		digest      text NOT NULL,
+		size        bigint NOT NULL DEFAULT 0,
+		recorded_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (digest, node_id)
+	)`,
+	// 7: where each volume is (a volume lives on one node), and the
+	// cluster's secrets, their values sealed with a key derived from the
+	// join token (secrets.go).
+	`CREATE TABLE volume_locations (
+		name       text PRIMARY KEY,
+		node_id    text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		size_gib   integer NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now()
+	);
+	CREATE INDEX volume_locations_node ON volume_locations (node_id);
+	CREATE TABLE cluster_secrets (
+		name       text PRIMARY KEY,
+		keys       text[] NOT NULL,
+		sealed     text NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now(),
+		updated_at timestamptz NOT NULL DEFAULT now()
+	);`,
+	// 8: a drain's moves of paused sandboxes (drain.go): one row per
+	// drained node (when its drain began, when the leader last listed
+	// it) and one per sandbox found there.
+	`CREATE TABLE drains (
+		node_id    text PRIMARY KEY REFERENCES nodes (id) ON DELETE CASCADE,
+		started_at timestamptz NOT NULL DEFAULT now(),
+		scanned_at timestamptz
+	);
+	CREATE TABLE drain_moves (
+		sandbox_id text NOT NULL,
+		node_id    text NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+		state      text NOT NULL CHECK (state IN ('pending', 'moving', 'moved', 'stuck', 'failed')),
+		reason     text NOT NULL DEFAULT '',
+		target     text NOT NULL DEFAULT '',
+		snapshot   text NOT NULL DEFAULT '',
+		updated_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (node_id, sandbox_id)
+	);`,
+	// 9: the nodes' audit trails and usage records, shipped by each node
 	// (audit.go, usage.go).
 	auditUsageSchema,
 }

@@ -40,10 +40,17 @@ type Request struct {
 	Exclude []string
 	// FreshWithin: only nodes that beat this recently.
 	FreshWithin time.Duration
+	// Node, when set, is the only node to place on (the one holding
+	// the create's volumes).
+	Node string
 	// Image (a digest or a normalized name:tag; may be empty) and Warm
 	// (a WarmKey) earn a node a bonus: one that holds the image, or has
 	// a warm sandbox ready for it, is preferred among those with room.
 	Image, Warm string
+	// Snapshot (a snapshot id) is the memory snapshot a restore starts
+	// from: a node that holds it is preferred, as an image's holder is
+	// for a create (it need not be sent there).
+	Snapshot string
 }
 
 // Placement is where a sandbox is (or a reservation for one).
@@ -87,7 +94,7 @@ func (s *Store) Reserve(ctx context.Context, r Request) (Placement, error) {
 		exclude = append(exclude, c.id)
 	}
 	return Placement{}, fmt.Errorf("%w: no ready node has room for a %s%s sandbox of %d milli-CPU and %d MiB of memory%s",
-		errdefs.ErrResourceExhausted, r.Runtime, versionNote(r.RuntimeVersion), r.CPUMilli, r.MemoryMB, labelsNote(r.Labels))
+		errdefs.ErrResourceExhausted, r.Runtime, versionNote(r.RuntimeVersion), r.CPUMilli, r.MemoryMB, labelsNote(r.Labels)+nodeNote(r.Node))
 }
 
 // maxAdmitTries bounds the nodes one Reserve tries to admit on.
@@ -98,6 +105,13 @@ func versionNote(v string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (version %q)", v)
+}
+
+func nodeNote(n string) string {
+	if n == "" {
+		return ""
+	}
+	return fmt.Sprintf(" on node %s (it holds the create's volumes)", n)
 }
 
 func labelsNote(l map[string]string) string {
@@ -140,10 +154,10 @@ const fitsSQL = `used_cpu_milli + $%[1]d <= cpu_milli AND used_memory_mb + $%[2]
 
 // eligibleSQL is the rest of a candidate's condition: ready, fresh within
 // $1 seconds, with runtime $2, labels $3, not one of $4 and room for $5
-// milli-CPU and $6 MiB.
+// milli-CPU and $6 MiB, and (when $11 is not empty) node $11.
 var eligibleSQL = `state = 'ready' AND NOT draining AND heartbeat_at > now() - $1 * interval '1 second'
 	AND $2 = ANY(runtimes) AND labels @> $3 AND NOT (id = ANY($4)) AND ` + fmt.Sprintf(fitsSQL, 5, 6) + `
-	AND ($9 = '' OR runtime_versions @> jsonb_build_object($2::text, $9::text))`
+	AND ($9 = '' OR runtime_versions @> jsonb_build_object($2::text, $9::text)) AND ($11 = '' OR id = $11)`
 
 // candidatesSQL samples the nodes from a random start ($8) in the
 // place_key index (each node's random position): the first $7 eligible
@@ -177,11 +191,16 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 	if exclude == nil {
 		exclude = []string{}
 	}
-	if r.Image != "" {
-		// The eligible nodes that hold the image, if any: found through
-		// node_images' indexes, so a create reads those nodes' rows only.
-		rows, err := s.pool.Query(ctx, holdersSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
-			r.CPUMilli, r.MemoryMB, sampleSize, r.Warm, r.RuntimeVersion, r.Image)
+	q, held := holdersSQL, r.Image
+	if held == "" {
+		q, held = snapshotHoldersSQL, r.Snapshot
+	}
+	if held != "" {
+		// The eligible nodes that hold the image (or snapshot), if any:
+		// found through its table's indexes, so a create reads those
+		// nodes' rows only.
+		rows, err := s.pool.Query(ctx, q, seconds(r.FreshWithin), r.Runtime, labels, exclude,
+			r.CPUMilli, r.MemoryMB, sampleSize, r.Warm, r.RuntimeVersion, held, r.Node)
 		if err != nil {
 			return nil, fmt.Errorf("placing a sandbox: %w", err)
 		}
@@ -191,7 +210,7 @@ func (s *Store) candidates(ctx context.Context, r Request, exclude []string) ([]
 		}
 	}
 	rows, err := s.pool.Query(ctx, sampleSQL, seconds(r.FreshWithin), r.Runtime, labels, exclude,
-		r.CPUMilli, r.MemoryMB, sampleSize, mrand.Float64(), r.RuntimeVersion, r.Warm)
+		r.CPUMilli, r.MemoryMB, sampleSize, mrand.Float64(), r.RuntimeVersion, r.Warm, r.Node)
 	if err != nil {
 		return nil, fmt.Errorf("placing a sandbox: %w", err)
 	}
@@ -217,6 +236,14 @@ const warmSQL = `(CASE WHEN EXISTS (SELECT 1 FROM node_warm w WHERE w.key = $%d 
 // the holders' rows only.
 var holdersSQL = `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb, 1 + ` + fmt.Sprintf(warmSQL, 8) + `
 	FROM nodes WHERE id IN (SELECT node_id FROM node_images WHERE digest = $10 OR $10 = ANY(tags))
+		AND ` + eligibleSQL + ` ORDER BY random() LIMIT $7`
+
+// snapshotHoldersSQL is holdersSQL for a restore: a random few of the
+// eligible nodes that hold the snapshot $10, found through
+// snapshot_locations' key, each with bonus 1 ($8, the warm key, is
+// empty for a restore and matches none).
+var snapshotHoldersSQL = `SELECT id, cpu_milli - used_cpu_milli, memory_mb - used_memory_mb, 1 + ` + fmt.Sprintf(warmSQL, 8) + `
+	FROM nodes WHERE id IN (SELECT node_id FROM snapshot_locations WHERE snapshot_id = $10)
 		AND ` + eligibleSQL + ` ORDER BY random() LIMIT $7`
 
 // sampleSQL is the candidate walk (candidatesSQL), each node with its

@@ -1,6 +1,6 @@
 package store
 
-// auditUsageSchema is migration 6: each node's audit trail and usage
+// auditUsageSchema is migration 9: each node's audit trail and usage
 // records, as the node ships them (audit.go, usage.go).
 const auditUsageSchema = `CREATE TABLE audit_entries (
 	-- (txid, id) is the order the cluster received entries in: the

@@ -99,3 +99,41 @@ func TestReserveByRuntimeVersion(t *testing.T) {
 		t.Fatalf("a v3 restore: %v; want resource_exhausted naming v3", err)
 	}
 }
+
+// A restore goes to a node that holds its snapshot while one has room,
+// and elsewhere once none does.
+func TestRestorePrefersHolders(t *testing.T) {
+	url := pgtest.Start(t)
+	ctx := context.Background()
+	s := open(t, url)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		if err := s.Register(ctx, testNode(id, 4096)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AddSnapshot(ctx, SnapshotLocation{ID: "snap-h", Node: "n2", Runtime: "gvisor", RuntimeVersion: "v1", Record: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	place := func() string {
+		t.Helper()
+		p, err := s.Reserve(ctx, Request{Runtime: "gvisor", CPUMilli: 100, MemoryMB: 64, FreshWithin: time.Minute, Snapshot: "snap-h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, p.ID); err != nil {
+			t.Fatal(err)
+		}
+		return p.Node.ID
+	}
+	for range 10 {
+		if got := place(); got != "n2" {
+			t.Fatalf("a restore went to %s, not n2 which holds its snapshot", got)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE nodes SET used_memory_mb = memory_mb WHERE id = 'n2'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := place(); got == "n2" {
+		t.Fatal("a restore went to its snapshot's full holder")
+	}
+}

@@ -1,8 +1,10 @@
 package envd
 
 import (
+	"context"
 	"crypto/subtle"
 	"net/http"
+	"net/url"
 
 	"corral/internal/manager"
 	"corral/internal/sandbox"
@@ -26,28 +28,43 @@ func Signed(h http.Handler, m *manager.Manager) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		op := "read"
-		if r.Method == http.MethodPost {
-			op = "write"
-		}
-		raw := q.Get("path") + ":" + op + ":" + q.Get("username") + ":"
-		suffix := ""
-		if q.Has(expirationQuery) {
-			suffix = ":" + q.Get(expirationQuery)
-		}
-		sbs, err := m.List(r.Context())
+		id, err := SignedBy(r.Context(), m, r.Method, q)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		sig := []byte(q.Get(signatureQuery))
-		for _, sb := range sbs {
-			if sb.State == sandbox.Running && subtle.ConstantTimeCompare([]byte(Sign(raw+m.AccessToken(sb)+suffix)), sig) == 1 {
-				r.Header.Set(sandboxIDHeader, sb.ID)
-				h.ServeHTTP(w, r)
-				return
-			}
+		if id == "" {
+			unauthorized(w, msgInvalidSignature)
+			return
 		}
-		unauthorized(w, msgInvalidSignature)
+		r.Header.Set(sandboxIDHeader, id)
+		h.ServeHTTP(w, r)
 	})
+}
+
+// SignedBy is the running sandbox of m whose access token makes the
+// signature of a signed /files request (its method and query), "" when
+// none does. The expiration is not checked here: the face checks it once
+// the sandbox is known, and says so.
+func SignedBy(ctx context.Context, m *manager.Manager, method string, q url.Values) (string, error) {
+	op := "read"
+	if method == http.MethodPost {
+		op = "write"
+	}
+	raw := q.Get("path") + ":" + op + ":" + q.Get("username") + ":"
+	suffix := ""
+	if q.Has(expirationQuery) {
+		suffix = ":" + q.Get(expirationQuery)
+	}
+	sbs, err := m.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	sig := []byte(q.Get(signatureQuery))
+	for _, sb := range sbs {
+		if sb.State == sandbox.Running && subtle.ConstantTimeCompare([]byte(Sign(raw+m.AccessToken(sb)+suffix)), sig) == 1 {
+			return sb.ID, nil
+		}
+	}
+	return "", nil
 }

@@ -16,8 +16,10 @@ func (c *Client) ClusterNodes(ctx context.Context) ([]apiv1.ClusterNode, error) 
 	return out.Nodes, nil
 }
 
-// DrainNode stops (on) or resumes (off) placing sandboxes on node id; its
-// sandboxes stay. It returns the node as it is now.
+// DrainNode stops (on) or resumes (off) placing sandboxes on node id; a
+// drain also has the cluster move the node's paused sandboxes to other
+// nodes (the node's Drain reports the progress: ClusterNodes). It returns
+// the node as it is now.
 func (c *Client) DrainNode(ctx context.Context, id string, on bool) (*apiv1.ClusterNode, error) {
 	op := "drain"
 	if !on {
