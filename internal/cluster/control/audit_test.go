@@ -40,7 +40,8 @@ func chainOf(n int) []store.AuditEntry {
 // database, whether the nodes answer or not: pages by 4 give every
 // shipped entry once, naming its node; verify walks each node's chain and
 // names the first entry of a row edited in the database; export is node
-// by node; usage adds up the shipped records.
+// by node; usage adds up the shipped records, a sandbox's on two nodes
+// as one.
 func TestAuditAndUsageFromTheDatabase(t *testing.T) {
 	st, _, dbURL := setup(t)
 	ctx := context.Background()
@@ -126,13 +127,19 @@ func TestAuditAndUsageFromTheDatabase(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.ShipUsage(ctx, "n2", []usage.Record{{SandboxID: "sb-c", Runtime: "vm", StartedAt: now.Add(-time.Minute), Totals: usage.Totals{CPUSeconds: 1}}}); err != nil {
+	// sb-c ran on n2, then (moved by a drain) lives on n1: one sandbox.
+	if err := st.ShipUsage(ctx, "n2", []usage.Record{{SandboxID: "sb-c", Runtime: "vm", StartedAt: now.Add(-time.Minute),
+		EndedAt: now.Add(-time.Second), Totals: usage.Totals{CPUSeconds: 1, MemoryPeakBytes: 7}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ShipUsage(ctx, "n1", []usage.Record{{SandboxID: "sb-c", Runtime: "vm", StartedAt: now, Totals: usage.Totals{CPUSeconds: 4, MemoryPeakBytes: 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	status, body = call(t, srv, "GET", "/v1/usage?group_by=runtime", testToken, "")
 	var ur apiv1.UsageReport
 	if err := json.Unmarshal([]byte(body), &ur); status != 200 || err != nil || len(ur.Groups) != 2 ||
-		ur.Groups[0].Key != "gvisor" || ur.Groups[0].Sandboxes != 2 || ur.Groups[0].CPUSeconds != 5 || ur.Groups[1].Key != "vm" {
+		ur.Groups[0].Key != "gvisor" || ur.Groups[0].Sandboxes != 2 || ur.Groups[0].CPUSeconds != 5 ||
+		ur.Groups[1].Key != "vm" || ur.Groups[1].Sandboxes != 1 || ur.Groups[1].CPUSeconds != 5 || ur.Groups[1].MemoryPeakBytes != 7 {
 		t.Fatalf("usage by runtime: %d %s", status, body)
 	}
 	for _, bad := range []string{"group_by=colour", "from=soon", "from=2026-12-03T00:00:00Z&to=2026-12-02T00:00:00Z"} {

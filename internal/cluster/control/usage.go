@@ -59,7 +59,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 		t := to.UTC()
 		out.To = &t
 	}
-	for _, g := range usage.GroupBy(recs, by) {
+	for _, g := range usage.GroupBy(joinMoved(recs), by) {
 		out.Groups = append(out.Groups, apiv1.UsageGroup{Key: g.Key, Sandboxes: g.Sandboxes, Usage: apiv1.Usage(g.Totals)})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -80,4 +80,42 @@ func timeParam(name, v string) (time.Time, error) {
 	}
 	sec, frac := math.Modf(f)
 	return time.Unix(int64(sec), int64(frac*1e9)), nil
+}
+
+// joinMoved makes one record of each sandbox's records on several nodes
+// (a sandbox moved by a drain): its usage on each added up, the larger
+// peaks, from its first start to its last end (none while it lives on).
+func joinMoved(recs []usage.Record) []usage.Record {
+	idx := make(map[string]int, len(recs))
+	out := recs[:0:0]
+	for _, r := range recs {
+		i, ok := idx[r.SandboxID]
+		if !ok {
+			idx[r.SandboxID] = len(out)
+			out = append(out, r)
+			continue
+		}
+		j := &out[i]
+		if r.StartedAt.Before(j.StartedAt) {
+			j.StartedAt = r.StartedAt
+		}
+		if j.EndedAt.IsZero() || r.EndedAt.IsZero() {
+			j.EndedAt = time.Time{}
+		} else if r.EndedAt.After(j.EndedAt) {
+			j.EndedAt = r.EndedAt
+		}
+		t, u := &j.Totals, r.Totals
+		t.CPUSeconds += u.CPUSeconds
+		t.CPUBurstSeconds += u.CPUBurstSeconds
+		t.MemoryRequestedGiBSeconds += u.MemoryRequestedGiBSeconds
+		t.MemoryUsedGiBSeconds += u.MemoryUsedGiBSeconds
+		t.MemoryPeakBytes = max(t.MemoryPeakBytes, u.MemoryPeakBytes)
+		t.NetInBytes += u.NetInBytes
+		t.NetOutBytes += u.NetOutBytes
+		t.DiskPeakBytes = max(t.DiskPeakBytes, u.DiskPeakBytes)
+		t.DiskQuotaBytes = max(t.DiskQuotaBytes, u.DiskQuotaBytes)
+		t.RunningSeconds += u.RunningSeconds
+		t.PausedSeconds += u.PausedSeconds
+	}
+	return out
 }

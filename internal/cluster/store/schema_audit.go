@@ -24,9 +24,10 @@ const auditUsageSchema = `CREATE TABLE audit_entries (
 );
 CREATE INDEX audit_entries_received ON audit_entries (txid, id);
 CREATE INDEX audit_entries_sandbox ON audit_entries (sandbox_id, txid, id) WHERE sandbox_id <> '';
+-- A sandbox moved between nodes (a drain) has a record on each.
 CREATE TABLE usage_records (
-	sandbox_id text PRIMARY KEY,
 	node_id    text NOT NULL REFERENCES nodes (id),
+	sandbox_id text NOT NULL,
 	runtime    text NOT NULL,
 	tags       jsonb NOT NULL DEFAULT '{}',
 	started_at timestamptz NOT NULL,
@@ -34,7 +35,8 @@ CREATE TABLE usage_records (
 	-- running figures.
 	ended_at   timestamptz,
 	totals     jsonb NOT NULL,
-	shipped_at timestamptz NOT NULL DEFAULT now()
+	shipped_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (node_id, sandbox_id)
 );
 CREATE INDEX usage_records_ended ON usage_records (ended_at);
 CREATE INDEX usage_records_node_ended ON usage_records (node_id, ended_at);`

@@ -13,9 +13,10 @@ import (
 
 // Each node ships its sandboxes' usage here (package node's shipper): the
 // running figures now and then while a sandbox lives (EndedAt zero), the
-// settled record at its end. One row per sandbox: a settled record
-// replaces the running figures, and running figures never replace a
-// settled record (a late shipment of them).
+// settled record at its end. One row per sandbox and node (a sandbox
+// moved to another node has one on each): a settled record replaces the
+// running figures, and running figures never replace a settled record
+// (a late shipment of them).
 
 // MaxUsageShip bounds one shipment of usage records.
 const MaxUsageShip = 1000
@@ -52,7 +53,7 @@ func (s *Store) ShipUsage(ctx context.Context, node string, rs []usage.Record) e
 	_, err := s.pool.Exec(ctx, `INSERT INTO usage_records AS r (sandbox_id, node_id, runtime, tags, started_at, ended_at, totals)
 		SELECT u.id, $1, u.runtime, u.tags::jsonb, u.started, u.ended, u.totals::jsonb
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[]) AS u(id, runtime, tags, started, ended, totals)
-		ON CONFLICT (sandbox_id) DO UPDATE SET node_id = excluded.node_id, runtime = excluded.runtime, tags = excluded.tags,
+		ON CONFLICT (node_id, sandbox_id) DO UPDATE SET runtime = excluded.runtime, tags = excluded.tags,
 			started_at = excluded.started_at, ended_at = excluded.ended_at, totals = excluded.totals, shipped_at = now()
 		WHERE r.ended_at IS NULL OR excluded.ended_at IS NOT NULL`, node, ids, runtimes, tags, started, ended, totals)
 	if err != nil {
@@ -75,7 +76,8 @@ func (s *Store) UsageSettledThrough(ctx context.Context, node string) (time.Time
 }
 
 // ListUsage returns the usage of the sandboxes that ran at some time in
-// [from, to) (a zero to: until now), ended or not, at most limit.
+// [from, to) (a zero to: until now), ended or not, at most limit; a
+// sandbox that ran on several nodes has a record of each.
 func (s *Store) ListUsage(ctx context.Context, from, to time.Time, limit int) ([]usage.Record, error) {
 	var toArg *time.Time
 	if !to.IsZero() {
@@ -83,7 +85,7 @@ func (s *Store) ListUsage(ctx context.Context, from, to time.Time, limit int) ([
 	}
 	rows, err := s.pool.Query(ctx, `SELECT sandbox_id, runtime, tags::text, started_at, ended_at, totals::text FROM usage_records
 		WHERE (ended_at IS NULL OR ended_at >= $1) AND ($2::timestamptz IS NULL OR started_at < $2)
-		ORDER BY started_at, sandbox_id LIMIT $3`, from, toArg, limit)
+		ORDER BY started_at, sandbox_id, node_id LIMIT $3`, from, toArg, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing the cluster's usage: %w", err)
 	}
