@@ -133,7 +133,7 @@ func newAuditVerifyCmd() *cobra.Command {
 		Use:   "verify",
 		Short: "Walk the audit trail's hash chain; exit 1 naming the first entry edited, removed or reordered",
 		Long: "Walk the audit trail's hash chain: the daemon's, or with --file a whole-trail export (corral audit export, " +
-			"no selection) checked here without the daemon. Prints the entries walked and the last entry's hash (keep it: " +
+			"no selection; a control plane's is checked node by node) checked here without the daemon. Prints the entries walked and the last entry's hash (keep it: " +
 			"a later verify whose trail no longer holds it shows a cut at the end); exits 1 naming the first entry that " +
 			"does not verify.",
 		Args: cobra.NoArgs,
@@ -181,23 +181,54 @@ func verifyFile(path string) (apiv1.AuditReport, error) {
 		defer f.Close()
 		in = f
 	}
-	var v audit.Verifier
+	// A control plane's export holds each node's chain in turn, each
+	// line naming its node: one verifier per node ("" for a daemon's).
+	vs := map[string]*audit.Verifier{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for line := 1; sc.Scan(); line++ {
-		var e apiv1.AuditEntry
+		var e apiv1.NodeAuditEntry
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return apiv1.AuditReport{}, fmt.Errorf("%s line %d: %w", path, line, err)
 		}
-		v.Add(audit.Entry(e))
+		if vs[e.Node] == nil {
+			vs[e.Node] = &audit.Verifier{}
+		}
+		vs[e.Node].Add(audit.Entry(e.AuditEntry))
 	}
 	if err := sc.Err(); err != nil {
 		return apiv1.AuditReport{}, err
 	}
+	if len(vs) == 0 {
+		return verifierReport(&audit.Verifier{}), nil
+	}
+	if only, ok := vs[""]; ok && len(vs) == 1 {
+		return verifierReport(only), nil
+	}
+	nodes := make([]string, 0, len(vs))
+	for n := range vs {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	rep := apiv1.AuditReport{OK: true, Nodes: map[string]apiv1.AuditReport{}}
+	for _, n := range nodes {
+		r := verifierReport(vs[n])
+		rep.Nodes[n] = r
+		rep.Entries += r.Entries
+		if b := r.Broken; b != nil && rep.OK {
+			rep.OK = false
+			rep.Broken = &apiv1.AuditBreak{Seq: b.Seq, Problem: b.Problem, Detail: "node " + n + ": " + b.Detail}
+		}
+	}
+	return rep, nil
+}
+
+// verifierReport is what v found.
+func verifierReport(v *audit.Verifier) apiv1.AuditReport {
 	b, n, head := v.Result()
 	rep := apiv1.AuditReport{OK: b == nil, Entries: n, Head: head}
 	if b != nil {
 		rep.Broken = &apiv1.AuditBreak{Seq: b.Seq, Problem: b.Problem, Detail: b.Detail}
 	}
-	return rep, nil
+	return rep
 }

@@ -42,4 +42,21 @@ func TestAuditVerifyFile(t *testing.T) {
 	if _, err := verifyFile(write([]string{lines[0], "{not json"})); err == nil {
 		t.Fatal("a line that is not JSON verified")
 	}
+	// A control plane's export: each node's chain in turn, each line
+	// naming its node, verified node by node.
+	var cluster []string
+	for _, n := range []string{"n1", "n2"} {
+		for _, l := range lines {
+			cluster = append(cluster, `{"node":"`+n+`",`+l[1:])
+		}
+	}
+	rep, err = verifyFile(write(cluster))
+	if err != nil || !rep.OK || rep.Entries != 6 || len(rep.Nodes) != 2 {
+		t.Fatalf("a control plane's export: %+v %v", rep, err)
+	}
+	cluster[4] = strings.Replace(cluster[4], `"exec"`, `"api"`, 1)
+	rep, err = verifyFile(write(cluster))
+	if err != nil || rep.OK || rep.Broken.Seq != 2 || !strings.HasPrefix(rep.Broken.Detail, "node n2: ") {
+		t.Fatalf("a control plane's export with n2's entry 2 edited: %+v %v", rep.Broken, err)
+	}
 }

@@ -250,7 +250,7 @@ func Run(ctx context.Context, cfg Config) error {
 	h := handler(m, builder, token, cfg, trail, log, tel)
 	var nodeTLS *tls.Config
 	if cfg.Cluster.DB != "" {
-		nd, err := joinCluster(ctx, cfg, m, token)
+		nd, err := joinCluster(ctx, cfg, m, token, trail)
 		if err != nil {
 			return err
 		}

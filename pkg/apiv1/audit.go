@@ -40,8 +40,9 @@ type AuditReport struct {
 	Head    string      `json:"head"`
 	Broken  *AuditBreak `json:"broken,omitempty"`
 	// Nodes, through a cluster's control plane, is each node's report
-	// (each node keeps its own chain); the rest then sums them, and
-	// Broken is the first node's break.
+	// (each node keeps its own chain, verified as shipped to the cluster
+	// database); the rest then sums them, and Broken is the first node's
+	// break, naming the node.
 	Nodes map[string]AuditReport `json:"nodes,omitempty"`
 }
 
@@ -53,9 +54,9 @@ type NodeAuditEntry struct {
 	AuditEntry
 }
 
-// NodeAuditPage is GET /v1/audit through a control plane: the nodes'
-// entries merged oldest first. Next continues every node's trail (send it
-// back as after=).
+// NodeAuditPage is GET /v1/audit through a control plane: the entries
+// the nodes shipped to the cluster database, in the order it received
+// them. Next continues after this page (send it back as after=).
 type NodeAuditPage struct {
 	Entries []NodeAuditEntry `json:"entries"`
 	Next    string           `json:"next,omitempty"`

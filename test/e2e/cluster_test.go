@@ -127,9 +127,10 @@ func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemo
 	return d
 }
 
-// checkClusterUsage compares the usage report through control c with the
-// nodes' own: one group per runtime holding every node's sandboxes; and a
-// bad grouping is the nodes' 400.
+// checkClusterUsage compares the usage report through control c (the
+// records the nodes shipped to the database) with the nodes' own, once
+// shipped: one group per runtime holding every node's sandboxes; and a
+// bad grouping is a 400.
 func checkClusterUsage(ctx context.Context, t *testing.T, c *controlPlane, nodes ...*daemon) {
 	t.Helper()
 	opts := corral.UsageOptions{From: time.Now().Add(-time.Hour), GroupBy: "runtime"}
@@ -143,7 +144,12 @@ func checkClusterUsage(ctx context.Context, t *testing.T, c *controlPlane, nodes
 			want += g.Sandboxes
 		}
 	}
-	rep, err := c.client.Usage(ctx, opts)
+	var rep *apiv1.UsageReport
+	var err error
+	clusterWait(t, 30*time.Second, "the nodes' usage shipped", func() bool {
+		rep, err = c.client.Usage(ctx, opts)
+		return err != nil || len(rep.Groups) > 1 || len(rep.Groups) == 1 && rep.Groups[0].Sandboxes >= want
+	})
 	if err != nil || len(rep.Groups) != 1 || rep.Groups[0].Key != "gvisor" || rep.Groups[0].Sandboxes != want || want < 5 {
 		t.Errorf("usage through a control: %+v, %v; want one gvisor group of the nodes' %d sandboxes", rep, err, want)
 	}
@@ -152,9 +158,9 @@ func checkClusterUsage(ctx context.Context, t *testing.T, c *controlPlane, nodes
 	}
 }
 
-// checkClusterAudit pages the audit trail through control c by 3: every
-// entry of every node's own trail once, naming its node; the CLI's log
-// and verify through it work.
+// checkClusterAudit pages the audit trail through control c by 3 (what
+// the nodes shipped to the database): every entry of every node's own
+// trail once, naming its node; the CLI's log and verify through it work.
 func checkClusterAudit(ctx context.Context, t *testing.T, c *controlPlane, token string, nodes ...*daemon) {
 	t.Helper()
 	want := 0
@@ -165,6 +171,27 @@ func checkClusterAudit(ctx context.Context, t *testing.T, c *controlPlane, token
 		}
 		want += len(page.Entries)
 	}
+	// What the nodes recorded reaches the database about a second later.
+	var seen map[string]bool
+	var byNode map[string]int
+	clusterWait(t, 30*time.Second, "the nodes' audit trails shipped", func() bool {
+		seen, byNode = pageClusterAudit(ctx, t, c, token)
+		return len(seen) >= want
+	})
+	if byNode["n1"] == 0 || byNode["n2"] == 0 {
+		t.Errorf("audit through a control: %d entries %v, want the nodes' %d from both", len(seen), byNode, want)
+	}
+	cli := viaCLI(t, c, token)
+	if out := cli.mustCLI("audit", "log", "--limit", "5"); strings.Count(out, "\n") != 5 {
+		t.Errorf("corral audit log --limit 5 through a control:\n%s", out)
+	}
+	cli.mustCLI("audit", "verify")
+}
+
+// pageClusterAudit pages the trail through control c by 3: each entry
+// once, naming its node.
+func pageClusterAudit(ctx context.Context, t *testing.T, c *controlPlane, token string) (map[string]bool, map[string]int) {
+	t.Helper()
 	seen := map[string]bool{}
 	byNode := map[string]int{}
 	for after := ""; ; {
@@ -189,18 +216,10 @@ func checkClusterAudit(ctx context.Context, t *testing.T, c *controlPlane, token
 			byNode[e.Node]++
 		}
 		if page.Next == "" {
-			break
+			return seen, byNode
 		}
 		after = page.Next
 	}
-	if len(seen) < want || byNode["n1"] == 0 || byNode["n2"] == 0 {
-		t.Errorf("audit through a control: %d entries %v, want the nodes' %d from both", len(seen), byNode, want)
-	}
-	cli := viaCLI(t, c, token)
-	if out := cli.mustCLI("audit", "log", "--limit", "5"); strings.Count(out, "\n") != 5 {
-		t.Errorf("corral audit log --limit 5 through a control:\n%s", out)
-	}
-	cli.mustCLI("audit", "verify")
 }
 
 // getOnceListening GETs u, an exposed port's URL, once a server listens
@@ -228,6 +247,7 @@ func getOnceListening(t *testing.T, u string) (int, string) {
 // token file.
 type testCluster struct {
 	join, token, tokenFile string
+	db                     string   // the database's connection string
 	args                   []string // --cluster-db, --join-token-file, --node-lost-after
 }
 
@@ -237,7 +257,7 @@ func newTestCluster(t *testing.T, token, lostAfter string) testCluster {
 	t.Helper()
 	db := pgtest.Start(t)
 	dir := t.TempDir()
-	c := testCluster{join: "join-token-0123456789abcdef", token: token, tokenFile: filepath.Join(dir, "token")}
+	c := testCluster{join: "join-token-0123456789abcdef", token: token, tokenFile: filepath.Join(dir, "token"), db: db}
 	joinFile := filepath.Join(dir, "join")
 	for f, v := range map[string]string{joinFile: c.join, c.tokenFile: token} {
 		if err := os.WriteFile(f, []byte(v+"\n"), 0o600); err != nil {
@@ -260,8 +280,10 @@ func (c testCluster) controlArgs(extra ...string) []string {
 // sandbox's node; creates at
 // once through both controls at capacity never overcommit; a control killed
 // mid-exec leaves the other serving; a node killed is marked lost (its
-// sandboxes answer so, creates go elsewhere), and when it returns it
-// terminates what the cluster gave up.
+// sandboxes answer so, creates go elsewhere, their usage and audit
+// entries are still listed from the database, where the chain verifies
+// and an edited row is named), and when it returns it terminates what
+// the cluster gave up.
 func TestCluster(t *testing.T) {
 	if skipWhy != "" {
 		t.Skip(skipWhy)
@@ -473,7 +495,15 @@ func TestCluster(t *testing.T) {
 	}
 
 	// n2 dies: b's leader job marks it lost, its sandboxes answer that
-	// they are lost, and creates go to n1.
+	// they are lost, and creates go to n1; their usage and audit entries,
+	// shipped before, are still listed.
+	var onN2s []string
+	for _, id := range ids {
+		if where[id] == n2 {
+			onN2s = append(onN2s, id)
+		}
+	}
+	clusterWait(t, 30*time.Second, "n2's sandboxes' usage shipped", func() bool { return usageShipped(ctx, t, b, onN2s) })
 	n2.kill9()
 	killed := time.Now()
 	clusterWait(t, 30*time.Second, "n2 marked lost", func() bool { return b.nodes()["n2"].State == "lost" })
@@ -492,6 +522,7 @@ func TestCluster(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Status != http.StatusConflict || !strings.Contains(ce.Message, "lost") {
 		t.Fatalf("GET of a sandbox on the lost node: %v, want 409 naming it lost", err)
 	}
+	checkLostNodeRecords(ctx, t, b, token, tc.db, "n2", onN2s)
 	sb, err = b.client.Create(ctx, apiv1.CreateSandboxRequest{Timeout: 300})
 	if err != nil {
 		t.Fatalf("create with n2 lost: %v", err)

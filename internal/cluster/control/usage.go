@@ -1,140 +1,121 @@
 package control
 
 import (
-	"context"
+	"fmt"
+	"math"
 	"net/http"
-	"net/url"
-	"sort"
-	"strings"
-	"sync"
+	"strconv"
 	"time"
 
-	"corral/internal/cluster/store"
+	"corral/internal/errdefs"
+	"corral/internal/usage"
 	"corral/pkg/apiv1"
 )
 
-// Usage is metered and kept where a sandbox ran (each node's records), so
-// the cluster's report is every ready node's report for the same window
-// and grouping, merged: the sandboxes of one group on several nodes are
-// one group. A node that does not answer is left out and named in
-// partialHeader, as for lists.
+// Each node ships its sandboxes' usage to the cluster database (package
+// node, ship.go): the settled record about a second after a sandbox ends,
+// a live one's running figures every few seconds. A control plane adds up
+// the records there, as a daemon adds up its own, so a lost node's
+// sandboxes count (with the figures last shipped) and a report asks no
+// node.
 
-// usage is GET /v1/usage through a control plane. The query goes to each
-// node as it came (the node validates it: a bad one is a node's 400).
+// maxUsageRecords bounds the records one report adds up (as a daemon's).
+const maxUsageRecords = 100_000
+
+// usage is GET /v1/usage?from=&to=&group_by= through a control plane:
+// the usage of the sandboxes that ran in the window (from: default 24
+// hours ago; to: default now), grouped by sandbox, runtime or tag:KEY.
 func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
-	reports, missing, err := s.usageFromNodes(r.Context(), r.URL.Query())
+	q := r.URL.Query()
+	from, err := timeParam("from", q.Get("from"))
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	if len(missing) > 0 {
-		w.Header().Set(partialHeader, strings.Join(missing, ","))
+	if q.Get("from") == "" {
+		from = time.Now().Add(-24 * time.Hour)
 	}
-	writeJSON(w, http.StatusOK, mergeUsage(reports))
+	to, err := timeParam("to", q.Get("to"))
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	by := q.Get("group_by")
+	if err := usage.ParseBy(by); err != nil {
+		s.writeError(w, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err))
+		return
+	}
+	if !to.IsZero() && !to.After(from) {
+		s.writeError(w, errdefs.Invalid("to", "must be after from"))
+		return
+	}
+	recs, err := s.st.ListUsage(r.Context(), from, to, maxUsageRecords)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	out := apiv1.UsageReport{From: from.UTC(), GroupBy: by, Groups: []apiv1.UsageGroup{}}
+	if !to.IsZero() {
+		t := to.UTC()
+		out.To = &t
+	}
+	for _, g := range usage.GroupBy(joinMoved(recs), by) {
+		out.Groups = append(out.Groups, apiv1.UsageGroup{Key: g.Key, Sandboxes: g.Sandboxes, Usage: apiv1.Usage(g.Totals)})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
-// usageFromNodes asks every ready node for its report at once. The first
-// refusal of the query (a 4xx) is the answer; nodes that do not answer
-// are returned as missing.
-func (s *Server) usageFromNodes(ctx context.Context, q url.Values) ([]apiv1.UsageReport, []string, error) {
-	ns, err := s.st.Nodes(ctx)
-	if err != nil {
-		return nil, nil, err
+// timeParam reads an optional time parameter: RFC 3339 or Unix seconds
+// (a daemon's forms).
+func timeParam(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var reports []apiv1.UsageReport
-	var missing []string
-	var refused error
-	for _, n := range ns {
-		if n.State != store.NodeReady {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f > 1e11 {
+		return time.Time{}, errdefs.Invalid(name, "an RFC 3339 time or Unix seconds, got %.64q", v)
+	}
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9)), nil
+}
+
+// joinMoved makes one record of each sandbox's records on several nodes
+// (a sandbox moved by a drain): its usage on each added up, the larger
+// peaks, from its first start to its last end (none while it lives on).
+func joinMoved(recs []usage.Record) []usage.Record {
+	idx := make(map[string]int, len(recs))
+	out := recs[:0:0]
+	for _, r := range recs {
+		i, ok := idx[r.SandboxID]
+		if !ok {
+			idx[r.SandboxID] = len(out)
+			out = append(out, r)
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a, err := s.callNode(ctx, n, http.MethodGet, "/v1/usage?"+q.Encode(), nil, "")
-			var rep apiv1.UsageReport
-			if err == nil {
-				err = a.decode(&rep)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				reports = append(reports, rep)
-			case a.status >= 400 && a.status < 500:
-				refused = err
-			default:
-				s.log.WarnContext(ctx, "a node's usage report failed", "op", "cluster", "node", n.ID, "err", err)
-				missing = append(missing, n.ID)
-			}
-		}()
-	}
-	wg.Wait()
-	if refused != nil {
-		return nil, nil, refused
-	}
-	sort.Strings(missing)
-	return reports, missing, nil
-}
-
-// mergeUsage adds the nodes' reports group by group: sums, the largest
-// peaks, and the average working set from the sums (as a node computes
-// it); groups in a node's order (the most CPU first).
-func mergeUsage(reports []apiv1.UsageReport) apiv1.UsageReport {
-	out := apiv1.UsageReport{Groups: []apiv1.UsageGroup{}}
-	byKey := map[string]*apiv1.UsageGroup{}
-	for i, rep := range reports {
-		if i == 0 {
-			out.From, out.To, out.GroupBy = rep.From, rep.To, rep.GroupBy
+		j := &out[i]
+		if r.StartedAt.Before(j.StartedAt) {
+			j.StartedAt = r.StartedAt
 		}
-		out.From = earliest(out.From, rep.From)
-		for _, g := range rep.Groups {
-			m := byKey[g.Key]
-			if m == nil {
-				m = &apiv1.UsageGroup{Key: g.Key}
-				byKey[g.Key] = m
-			}
-			m.Sandboxes += g.Sandboxes
-			addUsage(&m.Usage, g.Usage)
+		if j.EndedAt.IsZero() || r.EndedAt.IsZero() {
+			j.EndedAt = time.Time{}
+		} else if r.EndedAt.After(j.EndedAt) {
+			j.EndedAt = r.EndedAt
 		}
+		t, u := &j.Totals, r.Totals
+		t.CPUSeconds += u.CPUSeconds
+		t.CPUBurstSeconds += u.CPUBurstSeconds
+		t.MemoryRequestedGiBSeconds += u.MemoryRequestedGiBSeconds
+		t.MemoryUsedGiBSeconds += u.MemoryUsedGiBSeconds
+		t.MemoryPeakBytes = max(t.MemoryPeakBytes, u.MemoryPeakBytes)
+		t.NetInBytes += u.NetInBytes
+		t.NetOutBytes += u.NetOutBytes
+		t.DiskPeakBytes = max(t.DiskPeakBytes, u.DiskPeakBytes)
+		t.DiskQuotaBytes = max(t.DiskQuotaBytes, u.DiskQuotaBytes)
+		t.RunningSeconds += u.RunningSeconds
+		t.PausedSeconds += u.PausedSeconds
 	}
-	for _, g := range byKey {
-		if g.RunningSeconds > 0 {
-			g.MemoryAvgBytes = uint64(g.MemoryUsedGiBSeconds / g.RunningSeconds * (1 << 30))
-		}
-		out.Groups = append(out.Groups, *g)
-	}
-	sort.Slice(out.Groups, func(i, j int) bool {
-		a, b := out.Groups[i], out.Groups[j]
-		if a.CPUSeconds != b.CPUSeconds {
-			return a.CPUSeconds > b.CPUSeconds
-		}
-		return a.Key < b.Key
-	})
 	return out
-}
-
-// addUsage adds u into t, keeping the larger peaks (the average is
-// mergeUsage's).
-func addUsage(t *apiv1.Usage, u apiv1.Usage) {
-	t.CPUSeconds += u.CPUSeconds
-	t.CPUBurstSeconds += u.CPUBurstSeconds
-	t.MemoryRequestedGiBSeconds += u.MemoryRequestedGiBSeconds
-	t.MemoryUsedGiBSeconds += u.MemoryUsedGiBSeconds
-	t.MemoryPeakBytes = max(t.MemoryPeakBytes, u.MemoryPeakBytes)
-	t.NetInBytes += u.NetInBytes
-	t.NetOutBytes += u.NetOutBytes
-	t.DiskPeakBytes = max(t.DiskPeakBytes, u.DiskPeakBytes)
-	t.DiskQuotaBytes += u.DiskQuotaBytes
-	t.RunningSeconds += u.RunningSeconds
-	t.PausedSeconds += u.PausedSeconds
-}
-
-func earliest(a, b time.Time) time.Time {
-	if a.IsZero() || !b.IsZero() && b.Before(a) {
-		return b
-	}
-	return a
 }

@@ -1,12 +1,13 @@
 // Package node is the cluster side of `corral serve --node`: it joins the
 // cluster (registers the daemon's capacity, runtimes and labels under its
-// name and credential), heartbeats with the sandboxes it runs, terminates
-// those the cluster gave up on while it was lost, and lets control
-// planes in with the node's credential (nodeauth) instead of the API
-// token. The daemon runs sandboxes exactly as it does alone.
+// name and credential), heartbeats with the sandboxes it runs, ships its
+// audit trail and usage records to the cluster database (ship.go),
+// terminates those the cluster gave up on while it was lost, and lets
+// control planes in with the node's credential (nodeauth) instead of the
+// API token. The daemon runs sandboxes exactly as it does alone.
 //
-// It imports the manager, the cluster store, nodeauth and nodetls; only the daemon
-// imports it.
+// It imports the manager, the audit trail, the cluster store, nodeauth
+// and nodetls; only the daemon imports it.
 package node
 
 import (
@@ -25,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"corral/internal/audit"
 	"corral/internal/cluster/nodeauth"
 	"corral/internal/cluster/store"
 	"corral/internal/manager"
@@ -47,8 +49,11 @@ type Config struct {
 	// Heartbeat is the time between heartbeats (default 5 s).
 	Heartbeat time.Duration
 	TLS       TLSConfig
-	StateDir  string
-	Log       *slog.Logger
+	// Audit is the daemon's audit trail, shipped to the database with
+	// the usage records (ship.go); nil when the trail is off.
+	Audit    *audit.Trail
+	StateDir string
+	Log      *slog.Logger
 }
 
 // identityFile (in the state dir) keeps the node's name and nonce, so a
@@ -129,8 +134,9 @@ func Join(ctx context.Context, cfg Config, m *manager.Manager, token string) (*N
 	cfg.Log.Info("joined the cluster", "op", "cluster", "node", cfg.Name, "address", cfg.Address, "tls_fingerprint", fp)
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.beat(hctx)
+	go n.ship(hctx, &shipper{st: st, node: cfg.Name, trail: cfg.Audit, m: m, log: cfg.Log, auditAt: -1})
 	return n, nil
 }
 
@@ -283,7 +289,8 @@ func (n *Node) Handler(h http.Handler) http.Handler {
 }
 
 // Close stops heartbeating (the node goes silent; the cluster marks it
-// lost after its bound unless it joins again).
+// lost after its bound unless it joins again) and ships its audit trail
+// and usage once more.
 func (n *Node) Close() {
 	n.cancel()
 	n.wg.Wait()

@@ -29,7 +29,7 @@ func (a *admin) close() { _ = a.conn.Close(context.Background()) }
 
 // reset empties the cluster's tables (the schema is store.Open's).
 func (a *admin) reset(ctx context.Context) error {
-	_, err := a.conn.Exec(ctx, `TRUNCATE drain_moves, drains, volume_locations, node_layers, snapshot_locations, node_images, node_warm, placements, nodes`)
+	_, err := a.conn.Exec(ctx, `TRUNCATE audit_entries, usage_records, drain_moves, drains, volume_locations, node_layers, snapshot_locations, node_images, node_warm, placements, nodes`)
 	if err != nil {
 		return fmt.Errorf("emptying the cluster's tables: %w", err)
 	}

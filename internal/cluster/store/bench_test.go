@@ -22,7 +22,7 @@ func BenchmarkReserve(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d/live=%d", c.nodes, c.nodes*c.perNode), func(b *testing.B) {
 			ctx := context.Background()
 			s := open(b, url)
-			if _, err := s.pool.Exec(ctx, `TRUNCATE drain_moves, drains, volume_locations, node_layers, snapshot_locations, node_images, node_warm, placements, nodes`); err != nil {
+			if _, err := s.pool.Exec(ctx, `TRUNCATE audit_entries, usage_records, drain_moves, drains, volume_locations, node_layers, snapshot_locations, node_images, node_warm, placements, nodes`); err != nil {
 				b.Fatal(err)
 			}
 			if _, err := s.pool.Exec(ctx, `INSERT INTO nodes (id, address, cpu_milli, memory_mb, disk_mb, max_sandboxes, runtimes, kvm,

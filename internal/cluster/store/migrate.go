@@ -169,6 +169,9 @@ var migrations = []string{
 	// 10: the SPKI SHA-256 of the node's TLS certificate, which callers pin
 	// (nodetls, tls.go).
 	`ALTER TABLE nodes ADD COLUMN tls_fingerprint text NOT NULL DEFAULT ''`,
+	// 11: the nodes' audit trails and usage records, shipped by each node
+	// (audit.go, usage.go).
+	auditUsageSchema,
 }
 
 // Migrate brings the schema to the newest version. Several instances may

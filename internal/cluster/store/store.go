@@ -6,7 +6,7 @@
 // has given out. Admission happens in a transaction on the node's row, so
 // control instances placing at once never overcommit a node.
 //
-// It imports errdefs and seal only; control planes and nodes import it.
+// It imports errdefs, seal and usage only; control planes and nodes import it.
 package store
 
 import (

@@ -16,7 +16,7 @@ type AuditQuery struct {
 	Kinds   []string // any of these kinds
 	After   int64    // continue after this seq (a daemon's AuditPage.Next)
 	// Next continues from a page's Next, a daemon's or a cluster control
-	// plane's (whose token holds every node's position); it takes
+	// plane's (a position in the cluster's trail); it takes
 	// precedence over After.
 	Next  string
 	Limit int // at most this many (1 to 1000; 0: the daemon's default)
