@@ -222,12 +222,23 @@ func (c *chaos) checkSnapshots(ctx context.Context) {
 		if sn.Name == "" {
 			c.t.Errorf("the unnamed snapshot %s of %s (a fork's) outlived its fork", sn.ID, sn.SandboxID)
 		} else {
-			c.restores(ctx, sn.ID, "mark-"+sn.SandboxID)
+			c.restores(ctx, sn.ID, c.markOf(sn.SandboxID))
 		}
 		if _, err := c.d.client.RemoveSnapshot(ctx, sn.ID); err != nil {
 			c.t.Errorf("removing snapshot %s: %v", sn.ID, err)
 		}
 	}
+}
+
+// markOf is what sandbox id's file holds: its ledger mark (a fork's copy
+// holds its parent's), else the mark checkBox writes.
+func (c *chaos) markOf(id string) string {
+	for _, b := range c.boxes {
+		if b.id == id && b.mark != "" {
+			return b.mark
+		}
+	}
+	return "mark-" + id
 }
 
 // restores starts a copy of a snapshot and reads its file.
