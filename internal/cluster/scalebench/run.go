@@ -32,7 +32,7 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 		ctrls = append(ctrls, s)
 	}
 
-	hb := c.startBeats(ctx, cfg.Heartbeat)
+	hb := c.startBeats(ctx, cfg)
 	defer hb.stop()
 	if cfg.Heartbeat > 0 {
 		// One interval, so every node's phase has come round once.
@@ -70,12 +70,30 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 	res.Creates = res.Place.N
 	res.Beat = hb.got.dist()
 	res.Heartbeats = res.Beat.N
+	res.AuditShips, res.UsageShips = hb.audit.dist(), hb.usage.dist()
+	res.AuditRows, res.UsageRows = hb.auditRows.Load(), hb.usageRows.Load()
+	hb.stop()
 	select {
 	case err := <-hb.errs:
 		return res, err
 	default:
-		return res, nil
 	}
+	if cfg.ShipEvery > 0 {
+		// What the nodes' trails hold that they have not shipped, shipped
+		// (outside the measurement), as a node does at its close.
+		return res, c.flushAudit(ctx, hb)
+	}
+	return res, nil
+}
+
+// flushAudit ships every node's audit entries not shipped yet.
+func (c *Cluster) flushAudit(ctx context.Context, h *heartbeats) error {
+	for i, id := range c.ids {
+		if err := h.shipAudit(ctx, c.pools[i%len(c.pools)], c.nodes[id]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // placeAll runs placers creates at once through each control instance
@@ -112,8 +130,9 @@ func (c *Cluster) placeAll(ctx context.Context, ctrls []*store.Store, placers in
 }
 
 // place creates until deadline as a control instance does (Reserve, the
-// node's create, Bind), the node's create being the fake runtime's:
-// the sandbox is recorded on its simulated node.
+// node's create, BindRecord with the node's answer), the node's create
+// being the fake runtime's: the sandbox is recorded on its simulated
+// node, which then heartbeats it, ships its audit entries and its usage.
 func (c *Cluster) place(ctx context.Context, s *store.Store, deadline time.Time, out *samples, exhausted *atomic.Int64) error {
 	for time.Now().Before(deadline) {
 		t0 := time.Now()
@@ -125,39 +144,49 @@ func (c *Cluster) place(ctx context.Context, s *store.Store, deadline time.Time,
 		if err != nil {
 			return err
 		}
-		id := fmt.Sprintf("sb-run-%08d", c.seq.Add(1))
-		if err := s.Bind(ctx, p.ID, id, ""); err != nil {
+		k := c.seq.Add(1)
+		sb := simSandbox{id: fmt.Sprintf("sb-run-%08d", k), started: time.Now().UTC(), tags: sandboxTags(k)}
+		if err := s.BindRecord(ctx, p.ID, sb.id, "", sb.record()); err != nil {
 			return err
 		}
 		out.add(time.Since(t0))
-		c.nodes[p.Node.ID].add(id)
+		c.nodes[p.Node.ID].add(sb)
 	}
 	return nil
 }
 
-// heartbeats are the simulated nodes beating during a run.
+// heartbeats are the simulated nodes beating and shipping during a run.
 type heartbeats struct {
-	measuring atomic.Bool
-	got       samples // durations while measuring
-	errs      chan error
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	measuring            atomic.Bool
+	got                  samples // heartbeats' durations while measuring
+	audit, usage         samples // shipments' durations while measuring
+	auditRows, usageRows atomic.Int64
+	errs                 chan error
+	cancel               context.CancelFunc
+	wg                   sync.WaitGroup
 }
 
-// startBeats starts every node's heartbeats, every interval (none when
-// interval is 0).
-func (c *Cluster) startBeats(ctx context.Context, interval time.Duration) *heartbeats {
+// startBeats starts every node's heartbeats, every cfg.Heartbeat (none
+// when 0), and its shipper (none when cfg.ShipEvery is 0).
+func (c *Cluster) startBeats(ctx context.Context, cfg Config) *heartbeats {
 	h := &heartbeats{errs: make(chan error, 1)}
 	ctx, h.cancel = context.WithCancel(ctx)
-	if interval <= 0 {
-		return h
-	}
 	for i, id := range c.ids {
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			h.beat(ctx, c.pools[i%len(c.pools)], c.nodes[id], interval)
-		}()
+		s, n := c.pools[i%len(c.pools)], c.nodes[id]
+		if cfg.Heartbeat > 0 {
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				h.beat(ctx, s, n, cfg.Heartbeat)
+			}()
+		}
+		if cfg.ShipEvery > 0 {
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				h.ship(ctx, s, n, cfg.ShipEvery, cfg.LiveEvery)
+			}()
+		}
 	}
 	return h
 }
@@ -168,7 +197,8 @@ func (h *heartbeats) stop() {
 }
 
 // beat heartbeats for node n every interval (from a random phase) until
-// ctx ends, as internal/cluster/node does. The first error goes to errs.
+// ctx ends, as internal/cluster/node does: the sandboxes it runs and
+// their states. The first error goes to errs.
 func (h *heartbeats) beat(ctx context.Context, s *store.Store, n *simNode, interval time.Duration) {
 	if sleep(ctx, mrand.N(interval)) != nil {
 		return
@@ -177,13 +207,8 @@ func (h *heartbeats) beat(ctx context.Context, s *store.Store, n *simNode, inter
 	defer t.Stop()
 	for {
 		t0 := time.Now()
-		if _, err := s.Heartbeat(ctx, n.record(), n.snapshot(), placedGrace); err != nil {
-			if ctx.Err() == nil {
-				select {
-				case h.errs <- err:
-				default:
-				}
-			}
+		if _, err := s.HeartbeatLive(ctx, n.record(), n.lives(), placedGrace); err != nil {
+			h.fail(ctx, err)
 			return
 		}
 		if h.measuring.Load() {
