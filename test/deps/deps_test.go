@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 		"corral/internal/sandbox", "corral/internal/usage", "corral/pkg/apiv1"},
 	"corral/internal/cluster/scalebench": {"corral/internal/cluster/store",
 		"corral/internal/errdefs", "corral/internal/usage", "corral/pkg/apiv1"},
-	"corral/internal/cluster/node":     {"corral/internal/audit", "corral/internal/cluster/nodeauth", "corral/internal/cluster/nodetls", "corral/internal/cluster/store", "corral/internal/e2b/envd", "corral/internal/errdefs", "corral/internal/image/store", "corral/internal/manager", "corral/internal/sandbox", "corral/internal/seal", "corral/pkg/apiv1"},
+	"corral/internal/cluster/node":     {"corral/internal/audit", "corral/internal/cluster/nodeauth", "corral/internal/cluster/nodetls", "corral/internal/cluster/store", "corral/internal/e2b/envd", "corral/internal/errdefs", "corral/internal/image/store", "corral/internal/manager", "corral/internal/sandbox", "corral/internal/seal", "corral/internal/usage", "corral/pkg/apiv1"},
 	"corral/internal/cluster/nodeauth": {},
 	"corral/internal/cluster/nodetls":  {},
 	"corral/internal/cluster/pgtest":   {},
