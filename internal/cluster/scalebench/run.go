@@ -79,17 +79,25 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 	default:
 	}
 	if cfg.ShipEvery > 0 {
-		// What the nodes' trails hold that they have not shipped, shipped
-		// (outside the measurement), as a node does at its close.
-		return res, c.flushAudit(ctx, hb)
+		// What the nodes have not shipped, shipped (outside the
+		// measurement), as a node does at its close.
+		return res, c.flush(ctx, hb, cfg.LiveNew)
 	}
 	return res, nil
 }
 
-// flushAudit ships every node's audit entries not shipped yet.
-func (c *Cluster) flushAudit(ctx context.Context, h *heartbeats) error {
+// flush ships every node's audit entries not shipped yet and, with
+// liveNew, its new sandboxes' first running figures.
+func (c *Cluster) flush(ctx context.Context, h *heartbeats, liveNew bool) error {
 	for i, id := range c.ids {
-		if err := h.shipAudit(ctx, c.pools[i%len(c.pools)], c.nodes[id]); err != nil {
+		s, n := c.pools[i%len(c.pools)], c.nodes[id]
+		if err := h.shipAudit(ctx, s, n); err != nil {
+			return err
+		}
+		if !liveNew {
+			continue
+		}
+		if err := h.shipLive(ctx, s, n, false); err != nil {
 			return err
 		}
 	}
@@ -184,7 +192,7 @@ func (c *Cluster) startBeats(ctx context.Context, cfg Config) *heartbeats {
 			h.wg.Add(1)
 			go func() {
 				defer h.wg.Done()
-				h.ship(ctx, s, n, cfg.ShipEvery, cfg.LiveEvery)
+				h.ship(ctx, s, n, cfg.ShipEvery, cfg.LiveEvery, cfg.LiveNew)
 			}()
 		}
 	}

@@ -43,6 +43,10 @@ type Config struct {
 	// interval between shipments of every live sandbox's running figures
 	// (0: never), both as internal/cluster/node's.
 	ShipEvery, LiveEvery time.Duration
+	// LiveNew ships a new sandbox's first running figures at its node's
+	// next shipment, not at the next of every live sandbox's (as
+	// internal/cluster/node's does since its liveEvery is a minute).
+	LiveNew bool
 }
 
 // Node capacity and the request each create makes: a node holds 1,000
@@ -98,12 +102,14 @@ type simNode struct {
 	seq      int64  // the trail's last entry
 	prev     string // its hash
 	unsent   []store.AuditEntry
+	fresh    []simSandbox // created since the last shipment of their usage
 }
 
 // add records sandbox sb, created on the node, and its audit entries.
 func (n *simNode) add(sb simSandbox) {
 	n.mu.Lock()
 	n.live = append(n.live, sb)
+	n.fresh = append(n.fresh, sb)
 	if n.prev == "" {
 		n.prev = strings.Repeat("0", 64)
 	}
@@ -132,12 +138,18 @@ func (n *simNode) lives() []store.Live {
 	return out
 }
 
-// usage is every live sandbox's running figures at now.
-func (n *simNode) usage(now time.Time) []usage.Record {
+// usage is the running figures at now of every live sandbox (all), or
+// of those created since the last such call.
+func (n *simNode) usage(now time.Time, all bool) []usage.Record {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make([]usage.Record, len(n.live))
-	for i, sb := range n.live {
+	sbs := n.fresh
+	if all {
+		sbs = n.live
+	}
+	n.fresh = nil
+	out := make([]usage.Record, len(sbs))
+	for i, sb := range sbs {
 		out[i] = sb.usageAt(now)
 	}
 	return out

@@ -27,6 +27,7 @@ var (
 	flagNodePools = flag.Int("scale.nodepools", 4, "pools the simulated nodes share")
 	flagShipEvery = flag.Duration("scale.shipevery", time.Second, "each node's interval between shipments of new audit entries (0: no shipping)")
 	flagLiveEvery = flag.Duration("scale.liveevery", time.Minute, "each node's interval between shipments of its live sandboxes' running usage (0: none)")
+	flagLiveNew   = flag.Bool("scale.livenew", true, "ship a new sandbox's first running usage at its node's next shipment")
 )
 
 func TestScale(t *testing.T) {
@@ -44,7 +45,7 @@ func TestScale(t *testing.T) {
 		for _, ctrls := range ints(t, *flagControls, 0) {
 			r, err := c.Run(ctx, Config{URL: url, Nodes: nodes, Records: *flagRecords, LivePerNode: *flagLive, Controls: ctrls,
 				Placers: *flagPlacers, Duration: *flagDuration, Heartbeat: *flagHeartbeat, NodePools: *flagNodePools,
-				ShipEvery: *flagShipEvery, LiveEvery: *flagLiveEvery})
+				ShipEvery: *flagShipEvery, LiveEvery: *flagLiveEvery, LiveNew: *flagLiveNew})
 			if err != nil {
 				c.Close()
 				t.Fatal(err)
@@ -69,7 +70,7 @@ func short(t *testing.T, ctx context.Context, url string) {
 	defer c.Close()
 	r, err := c.Run(ctx, Config{URL: url, Nodes: nodes, Records: records, LivePerNode: live, Controls: 2, Placers: 2,
 		Duration: 2 * time.Second, Heartbeat: 200 * time.Millisecond, NodePools: 2,
-		ShipEvery: 100 * time.Millisecond, LiveEvery: 300 * time.Millisecond})
+		ShipEvery: 100 * time.Millisecond, LiveEvery: time.Second, LiveNew: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,8 @@ func short(t *testing.T, ctx context.Context, url string) {
 
 // shipped checks what the nodes shipped: two audit entries per create,
 // the creates' records bound (with their tags and state), the running
-// usage of at least every pre-loaded sandbox and never a settled one.
+// usage of every sandbox (the nodes' final shipment included the new
+// ones') and never a settled one.
 func shipped(t *testing.T, ctx context.Context, c *Cluster, preloaded, creates int) {
 	t.Helper()
 	var entries, creations, records, tagged, usage, settled, preUsage int
@@ -133,8 +135,8 @@ func shipped(t *testing.T, ctx context.Context, c *Cluster, preloaded, creates i
 	if records != creates || tagged != creates {
 		t.Errorf("%d creates bound with a running record, %d with tags; want %d", records, tagged, creates)
 	}
-	if preUsage != preloaded || usage > preloaded+creates || settled != 0 {
-		t.Errorf("usage records: %d of the %d pre-loaded sandboxes, %d in all (at most %d), %d settled (want none)",
+	if preUsage != preloaded || usage != preloaded+creates || settled != 0 {
+		t.Errorf("usage records: %d of the %d pre-loaded sandboxes, %d in all (want %d), %d settled (want none)",
 			preUsage, preloaded, usage, preloaded+creates, settled)
 	}
 }

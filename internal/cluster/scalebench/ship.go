@@ -10,10 +10,11 @@ import (
 
 // ship runs node n's shipper until ctx ends, as internal/cluster/node's:
 // every shipEvery (from a random phase) the audit entries that are new,
-// and every liveEvery (its own random phase) every live sandbox's running
-// figures, a store.MaxUsageShip at a time. The bench ends no sandbox, so
+// every liveEvery (its own random phase) every live sandbox's running
+// figures, a store.MaxUsageShip at a time, and with liveNew in the rounds
+// between the figures of the sandboxes created since. The bench ends no sandbox, so
 // there are no settled records to ship. The first error goes to errs.
-func (h *heartbeats) ship(ctx context.Context, s *store.Store, n *simNode, shipEvery, liveEvery time.Duration) {
+func (h *heartbeats) ship(ctx context.Context, s *store.Store, n *simNode, shipEvery, liveEvery time.Duration, liveNew bool) {
 	if sleep(ctx, mrand.N(shipEvery)) != nil {
 		return
 	}
@@ -26,9 +27,14 @@ func (h *heartbeats) ship(ctx context.Context, s *store.Store, n *simNode, shipE
 	defer t.Stop()
 	for {
 		err := h.shipAudit(ctx, s, n)
-		if err == nil && liveEvery > 0 && time.Since(liveAt) >= liveEvery {
-			liveAt = time.Now()
-			err = h.shipLive(ctx, s, n)
+		if err == nil && liveEvery > 0 {
+			switch all := time.Since(liveAt) >= liveEvery; {
+			case all:
+				liveAt = time.Now()
+				err = h.shipLive(ctx, s, n, true)
+			case liveNew:
+				err = h.shipLive(ctx, s, n, false)
+			}
 		}
 		if err != nil {
 			h.fail(ctx, err)
@@ -60,8 +66,8 @@ func (h *heartbeats) shipAudit(ctx context.Context, s *store.Store, n *simNode) 
 	}
 }
 
-func (h *heartbeats) shipLive(ctx context.Context, s *store.Store, n *simNode) error {
-	live := n.usage(time.Now().UTC())
+func (h *heartbeats) shipLive(ctx context.Context, s *store.Store, n *simNode, all bool) error {
+	live := n.usage(time.Now().UTC(), all)
 	for len(live) > 0 {
 		k := min(len(live), store.MaxUsageShip)
 		t0 := time.Now()
