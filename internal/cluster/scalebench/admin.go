@@ -109,7 +109,7 @@ func (a *admin) statsReset(ctx context.Context) bool {
 func (a *admin) statements(ctx context.Context) ([]Statement, error) {
 	rows, err := a.conn.Query(ctx, `SELECT query, calls, total_exec_time FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		ORDER BY total_exec_time DESC LIMIT 12`)
+		ORDER BY total_exec_time DESC LIMIT 16`)
 	if err != nil {
 		return nil, fmt.Errorf("reading pg_stat_statements: %w", err)
 	}
@@ -137,6 +137,10 @@ var labels = []struct{ part, label string }{
 	{"SET sandbox_state = l.state", "heartbeat: the live sandboxes' states"},
 	{"SET state = 'ended'", "heartbeat: end what the node no longer runs"},
 	{"state = 'lost' AND NOT reaped", "heartbeat: lost sandboxes to reap"},
+	{"FROM nodes WHERE id = $1 AND credential_hash", "heartbeat: images, the node's credential"},
+	{"node_warm", "heartbeat: images, the warm pools"},
+	{"INSERT INTO node_images", "heartbeat: images, upserted"},
+	{"DELETE FROM node_images", "heartbeat: images, gone ones"},
 	{"INSERT INTO audit_entries", "ship: audit entries"},
 	{"INSERT INTO usage_records", "ship: usage records"},
 }

@@ -206,14 +206,14 @@ func (h *heartbeats) stop() {
 
 // beat heartbeats for node n every interval (from a random phase) until
 // ctx ends, as internal/cluster/node does: the sandboxes it runs and
-// their states. The first error goes to errs.
+// their states, and now and then its images. The first error goes to errs.
 func (h *heartbeats) beat(ctx context.Context, s *store.Store, n *simNode, interval time.Duration) {
 	if sleep(ctx, mrand.N(interval)) != nil {
 		return
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	for beats := 0; ; beats++ {
 		t0 := time.Now()
 		if _, err := s.HeartbeatLive(ctx, n.record(), n.lives(), placedGrace); err != nil {
 			h.fail(ctx, err)
@@ -222,6 +222,15 @@ func (h *heartbeats) beat(ctx context.Context, s *store.Store, n *simNode, inter
 		if h.measuring.Load() {
 			h.got.add(time.Since(t0))
 		}
+		// A node reports its images after a beat when they changed, and
+		// every reportEvery beats (node/images.go); the simulated ones
+		// never change.
+		if beats%reportEvery == 0 {
+			if err := s.ReportImages(ctx, n.id, n.hash, nodeImages, nil); err != nil {
+				h.fail(ctx, err)
+				return
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -229,6 +238,20 @@ func (h *heartbeats) beat(ctx context.Context, s *store.Store, n *simNode, inter
 		}
 	}
 }
+
+// reportEvery is internal/cluster/node's: the beats between two reports
+// of unchanged images.
+const reportEvery = 12
+
+// nodeImages are what each simulated node holds: five images.
+var nodeImages = func() []store.NodeImage {
+	var out []store.NodeImage
+	for i := range 5 {
+		out = append(out, store.NodeImage{Digest: "sha256:" + hash("image", fmt.Sprint(i)),
+			Tags: []string{fmt.Sprintf("registry.example.com/agents/toolbox-%d:latest", i)}, Size: 700 << 20})
+	}
+	return out
+}()
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
