@@ -139,20 +139,28 @@ func (n *simNode) lives() []store.Live {
 }
 
 // usage is the running figures at now of every live sandbox (all), or
-// of those created since the last such call.
-func (n *simNode) usage(now time.Time, all bool) []usage.Record {
+// of those created since the last such call (fresh, which a failed
+// shipment puts back with refresh).
+func (n *simNode) usage(now time.Time, all bool) (rs []usage.Record, fresh []simSandbox) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	sbs := n.fresh
 	if all {
 		sbs = n.live
 	}
-	n.fresh = nil
-	out := make([]usage.Record, len(sbs))
+	fresh, n.fresh = n.fresh, nil
+	rs = make([]usage.Record, len(sbs))
 	for i, sb := range sbs {
-		out[i] = sb.usageAt(now)
+		rs[i] = sb.usageAt(now)
 	}
-	return out
+	return rs, fresh
+}
+
+// refresh puts back the new sandboxes whose first shipment failed.
+func (n *simNode) refresh(sbs []simSandbox) {
+	n.mu.Lock()
+	n.fresh = append(sbs, n.fresh...)
+	n.mu.Unlock()
 }
 
 // takeAudit takes the entries not shipped yet, at most store.MaxAuditPage.

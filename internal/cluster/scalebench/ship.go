@@ -67,11 +67,12 @@ func (h *heartbeats) shipAudit(ctx context.Context, s *store.Store, n *simNode) 
 }
 
 func (h *heartbeats) shipLive(ctx context.Context, s *store.Store, n *simNode, all bool) error {
-	live := n.usage(time.Now().UTC(), all)
+	live, fresh := n.usage(time.Now().UTC(), all)
 	for len(live) > 0 {
 		k := min(len(live), store.MaxUsageShip)
 		t0 := time.Now()
 		if err := s.ShipUsage(ctx, n.id, live[:k]); err != nil {
+			n.refresh(fresh) // shipped again at the next round or the flush
 			return err
 		}
 		if h.measuring.Load() {
