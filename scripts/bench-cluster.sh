@@ -11,10 +11,17 @@
 #
 # NODES, CONTROLS (comma-separated), RECORDS, LIVE (live records per
 # node), PLACERS (creates at once per control), DURATION (each
-# measurement), HEARTBEAT (each node's interval; 0s: none).
+# measurement), HEARTBEAT (each node's interval; 0s: none), SHIPEVERY
+# (each node's audit shipments; 0s: none), LIVEEVERY (each node's
+# shipments of its live sandboxes' running usage; 0s: none; 60s as
+# internal/cluster/node's liveEvery, 5s its earlier one), LIVENEW (true:
+# a new sandbox's first figures go at its node's next shipment, as the
+# node's do since liveEvery is a minute; false: as before).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec go test -count=1 -timeout 2h -run '^TestScale$' ./internal/cluster/scalebench/ -v -args \
 	-scale.nodes="${NODES:-100,1000,10000}" -scale.controls="${CONTROLS:-0,2,8}" \
 	-scale.records="${RECORDS:-1000000}" -scale.live="${LIVE:-50}" -scale.placers="${PLACERS:-4}" \
-	-scale.duration="${DURATION:-15s}" -scale.heartbeat="${HEARTBEAT:-5s}"
+	-scale.duration="${DURATION:-15s}" -scale.heartbeat="${HEARTBEAT:-5s}" \
+	-scale.shipevery="${SHIPEVERY:-1s}" -scale.liveevery="${LIVEEVERY:-60s}" \
+	-scale.livenew="${LIVENEW:-true}"

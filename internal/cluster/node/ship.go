@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"corral/internal/audit"
 	"corral/internal/cluster/store"
 	"corral/internal/manager"
+	"corral/internal/usage"
 )
 
 // A node ships its audit trail and its sandboxes' usage to the cluster
@@ -25,8 +27,15 @@ const (
 	// audit trail and settled usage behind the node's.
 	shipEvery = time.Second
 	// liveEvery is the time between shipments of the live sandboxes'
-	// running usage figures.
-	liveEvery = 5 * time.Second
+	// running usage figures: the lag of a live sandbox's figures in the
+	// cluster's usage. Every live sandbox's figures change between two
+	// shipments (its running or paused seconds do), so each shipment
+	// upserts a row per live sandbox: at 5 s, 10,000 nodes of 50
+	// sandboxes were 100,000 rows a second, the cluster database's
+	// largest load (docs/SCALING.md); a minute makes it 8,300. The
+	// settled record at a sandbox's end is exact, shipped within
+	// shipEvery, whatever this is.
+	liveEvery = time.Minute
 	// shipRounds bounds the batches one shipment sends (a node catching
 	// up sends shipRounds batches a second).
 	shipRounds = 10
@@ -51,7 +60,11 @@ type shipper struct {
 	// settledRead says it was read from the database.
 	settled     time.Time
 	settledRead bool
+	// liveAt is the last shipment of every live sandbox's figures;
+	// liveShipped the sandboxes it and the rounds since shipped (a new
+	// one's first figures go at the next round, not liveEvery later).
 	liveAt      time.Time
+	liveShipped map[string]bool
 	// failing: the last shipment failed (logged once until one works).
 	failing bool
 }
@@ -146,8 +159,8 @@ func (sh *shipper) resumeAudit(ctx context.Context) error {
 }
 
 // shipUsage ships the records settled since the newest shipped (and
-// settleOverlap before it), and every liveEvery the live sandboxes'
-// running figures.
+// settleOverlap before it), and the live sandboxes' running figures
+// (shipLive).
 func (sh *shipper) shipUsage(ctx context.Context) error {
 	if !sh.settledRead {
 		t, err := sh.st.UsageSettledThrough(ctx, sh.node)
@@ -186,17 +199,36 @@ func (sh *shipper) shipUsage(ctx context.Context) error {
 			from = from.Add(time.Nanosecond)
 		}
 	}
-	if time.Since(sh.liveAt) < liveEvery {
-		return nil
-	}
-	live := sh.m.LiveUsage()
+	return sh.shipLive(ctx)
+}
+
+// shipLive ships every live sandbox's running figures every liveEvery,
+// and in the rounds between the figures of those not shipped yet.
+func (sh *shipper) shipLive(ctx context.Context) error {
+	live, all := sh.liveDue(sh.m.LiveUsage(), time.Now())
 	for len(live) > 0 {
 		n := min(len(live), store.MaxUsageShip)
 		if err := sh.st.ShipUsage(ctx, sh.node, live[:n]); err != nil {
 			return err
 		}
+		for _, r := range live[:n] {
+			sh.liveShipped[r.SandboxID] = true
+		}
 		live = live[n:]
 	}
-	sh.liveAt = time.Now()
+	if all {
+		sh.liveAt = time.Now()
+	}
 	return nil
+}
+
+// liveDue is what of live (the live sandboxes' figures at now) to ship:
+// all of it (all true, the shipped set started again) when liveEvery has
+// passed since the last such shipment, else the sandboxes not shipped.
+func (sh *shipper) liveDue(live []usage.Record, now time.Time) (due []usage.Record, all bool) {
+	if now.Sub(sh.liveAt) >= liveEvery || sh.liveShipped == nil {
+		sh.liveShipped = make(map[string]bool, len(live))
+		return live, true
+	}
+	return slices.DeleteFunc(live, func(r usage.Record) bool { return sh.liveShipped[r.SandboxID] }), false
 }

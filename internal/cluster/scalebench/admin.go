@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -37,31 +38,38 @@ func (a *admin) reset(ctx context.Context) error {
 }
 
 // preload COPYs records sandbox records: livePerNode placed on each node
-// (as many of records as there are), the rest ended, spread over the
-// nodes. Then ANALYZE, as autovacuum would after a load.
+// (as many of records as there are; running, with tags, started up to an
+// hour ago), the rest ended, spread over the nodes. Then ANALYZE, as
+// autovacuum would after a load. No row carries a public record: the
+// load stays minutes long at 1,000,000 (the creates' BindRecord writes
+// theirs).
 func (c *Cluster) preload(ctx context.Context, records, livePerNode int) error {
 	if records == 0 || len(c.ids) == 0 {
 		return nil
 	}
 	live := min(records, livePerNode*len(c.ids))
+	running := "running"
 	i := 0
+	now := time.Now().UTC()
 	src := pgx.CopyFromFunc(func() ([]any, error) {
 		if i == records {
 			return nil, nil
 		}
 		n := c.nodes[c.ids[i%len(c.ids)]]
-		state := "ended"
+		state, sbState, tags := "ended", (*string)(nil), map[string]string{}
 		id := fmt.Sprintf("sb-old-%07d", i)
 		if i < live {
-			state = "placed"
+			state, sbState = "placed", &running
 			id = fmt.Sprintf("sb-pre-%07d", i)
-			n.live = append(n.live, id)
+			sb := simSandbox{id: id, started: now.Add(-time.Duration(i%3600) * time.Second), tags: sandboxTags(int64(i))}
+			n.live = append(n.live, sb)
+			tags = sb.tags
 		}
 		i++
-		return []any{id, n.id, state, runtimeName, int64(reqCPUMilli), int64(reqMemoryMB), int64(reqDiskMB)}, nil
+		return []any{id, n.id, state, runtimeName, int64(reqCPUMilli), int64(reqMemoryMB), int64(reqDiskMB), sbState, tags}, nil
 	})
 	if _, err := c.db.conn.CopyFrom(ctx, pgx.Identifier{"placements"},
-		[]string{"id", "node_id", "state", "runtime", "cpu_milli", "memory_mb", "disk_mb"}, src); err != nil {
+		[]string{"id", "node_id", "state", "runtime", "cpu_milli", "memory_mb", "disk_mb", "sandbox_state", "tags"}, src); err != nil {
 		return fmt.Errorf("loading %d sandbox records: %w", records, err)
 	}
 	// The store keeps each node's use in counters on its row, changed with
@@ -101,7 +109,7 @@ func (a *admin) statsReset(ctx context.Context) bool {
 func (a *admin) statements(ctx context.Context) ([]Statement, error) {
 	rows, err := a.conn.Query(ctx, `SELECT query, calls, total_exec_time FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		ORDER BY total_exec_time DESC LIMIT 12`)
+		ORDER BY total_exec_time DESC LIMIT 16`)
 	if err != nil {
 		return nil, fmt.Errorf("reading pg_stat_statements: %w", err)
 	}
@@ -126,12 +134,22 @@ var labels = []struct{ part, label string }{
 	{"INSERT INTO placements", "place: admit, the node's counters and the reservation"},
 	{"SET id = $2", "place: bind the sandbox's id"},
 	{"UPDATE nodes SET heartbeat_at", "heartbeat: the node's row"},
+	{"SET sandbox_state = l.state", "heartbeat: the live sandboxes' states"},
 	{"SET state = 'ended'", "heartbeat: end what the node no longer runs"},
 	{"state = 'lost' AND NOT reaped", "heartbeat: lost sandboxes to reap"},
+	{"FROM nodes WHERE id = $1 AND credential_hash", "heartbeat: images, the node's credential"},
+	{"node_warm", "heartbeat: images, the warm pools"},
+	{"INSERT INTO node_images", "heartbeat: images, upserted"},
+	{"DELETE FROM node_images", "heartbeat: images, gone ones"},
+	{"INSERT INTO audit_entries", "ship: audit entries"},
+	{"INSERT INTO usage_records", "ship: usage records"},
 }
 
 // Heartbeat reports whether a statement's label is a heartbeat's.
 func (s Statement) Heartbeat() bool { return strings.HasPrefix(s.Label, "heartbeat:") }
+
+// Ship reports whether a statement's label is a node's shipment's.
+func (s Statement) Ship() bool { return strings.HasPrefix(s.Label, "ship:") }
 
 func label(q string) string {
 	for _, l := range labels {

@@ -14,11 +14,13 @@ package scalebench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"corral/internal/cluster/store"
+	"corral/internal/usage"
 )
 
 // Config is one measurement.
@@ -36,6 +38,15 @@ type Config struct {
 	// pools the simulated nodes share (a real node has its own).
 	Heartbeat time.Duration
 	NodePools int
+	// ShipEvery is each node's interval between shipments of its new audit
+	// entries and settled usage (0: the nodes ship nothing); LiveEvery the
+	// interval between shipments of every live sandbox's running figures
+	// (0: never), both as internal/cluster/node's.
+	ShipEvery, LiveEvery time.Duration
+	// LiveNew ships a new sandbox's first running figures at its node's
+	// next shipment, not at the next of every live sandbox's (as
+	// internal/cluster/node's does since its liveEvery is a minute).
+	LiveNew bool
 }
 
 // Node capacity and the request each create makes: a node holds 1,000
@@ -69,6 +80,10 @@ type Result struct {
 	Place      Dist // Reserve + Bind, as a control instance's create runs them
 	Heartbeats int
 	Beat       Dist
+	// AuditShips and UsageShips are the nodes' shipments (store.ShipAudit,
+	// store.ShipUsage) and AuditRows, UsageRows the rows they carried.
+	AuditShips, UsageShips Dist
+	AuditRows, UsageRows   int64
 	// SQL is the server's execution time by statement, over the run.
 	SQL []Statement
 	// CPU seconds over the run: PostgreSQL's processes, and this one's.
@@ -78,16 +93,29 @@ type Result struct {
 // PerSecond is the creates placed per second.
 func (r Result) PerSecond() float64 { return float64(r.Creates) / r.Elapsed.Seconds() }
 
-// simNode is a simulated node: what it runs, for its heartbeats.
+// simNode is a simulated node: what it runs, for its heartbeats and its
+// usage, and the audit entries its trail holds that it has not shipped.
 type simNode struct {
 	id, hash string
 	mu       sync.Mutex
-	live     []string
+	live     []simSandbox
+	seq      int64  // the trail's last entry
+	prev     string // its hash
+	unsent   []store.AuditEntry
+	fresh    []simSandbox // created since the last shipment of their usage
 }
 
-func (n *simNode) add(id string) {
+// add records sandbox sb, created on the node, and its audit entries.
+func (n *simNode) add(sb simSandbox) {
 	n.mu.Lock()
-	n.live = append(n.live, id)
+	n.live = append(n.live, sb)
+	n.fresh = append(n.fresh, sb)
+	if n.prev == "" {
+		n.prev = strings.Repeat("0", 64)
+	}
+	es := createEntries(n.id, n.seq+1, n.prev, sb)
+	n.seq, n.prev = es[len(es)-1].Seq, es[len(es)-1].Hash
+	n.unsent = append(n.unsent, es...)
 	n.mu.Unlock()
 }
 
@@ -98,10 +126,59 @@ func (n *simNode) record() store.Node {
 		Labels: map[string]string{"zone": fmt.Sprintf("z%d", len(n.id)%3)}, CredentialNonce: "bench", CredentialHash: n.hash}
 }
 
-func (n *simNode) snapshot() []string {
+// lives are the sandboxes the node runs and their states, as its
+// heartbeat sends them.
+func (n *simNode) lives() []store.Live {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return append([]string(nil), n.live...)
+	out := make([]store.Live, len(n.live))
+	for i, sb := range n.live {
+		out[i] = sb.live()
+	}
+	return out
+}
+
+// usage is the running figures at now of every live sandbox (all), or
+// of those created since the last such call (fresh, which a failed
+// shipment puts back with refresh).
+func (n *simNode) usage(now time.Time, all bool) (rs []usage.Record, fresh []simSandbox) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	sbs := n.fresh
+	if all {
+		sbs = n.live
+	}
+	fresh, n.fresh = n.fresh, nil
+	rs = make([]usage.Record, len(sbs))
+	for i, sb := range sbs {
+		rs[i] = sb.usageAt(now)
+	}
+	return rs, fresh
+}
+
+// refresh puts back the new sandboxes whose first shipment failed.
+func (n *simNode) refresh(sbs []simSandbox) {
+	n.mu.Lock()
+	n.fresh = append(sbs, n.fresh...)
+	n.mu.Unlock()
+}
+
+// takeAudit takes the entries not shipped yet, at most store.MaxAuditPage.
+func (n *simNode) takeAudit() []store.AuditEntry {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := min(len(n.unsent), store.MaxAuditPage)
+	es := n.unsent[:k:k]
+	n.unsent = n.unsent[k:]
+	return es
+}
+
+// unshift puts back entries takeAudit took whose shipment failed (it
+// may have committed: shipping them again changes nothing).
+func (n *simNode) unshift(es []store.AuditEntry) {
+	n.mu.Lock()
+	n.unsent = append(es, n.unsent...)
+	n.mu.Unlock()
 }
 
 // Cluster is a loaded database and its simulated nodes, for several runs.

@@ -25,6 +25,9 @@ var (
 	flagDuration  = flag.Duration("scale.duration", 15*time.Second, "each measurement's length")
 	flagHeartbeat = flag.Duration("scale.heartbeat", 5*time.Second, "each node's heartbeat interval (0: none)")
 	flagNodePools = flag.Int("scale.nodepools", 4, "pools the simulated nodes share")
+	flagShipEvery = flag.Duration("scale.shipevery", time.Second, "each node's interval between shipments of new audit entries (0: no shipping)")
+	flagLiveEvery = flag.Duration("scale.liveevery", time.Minute, "each node's interval between shipments of its live sandboxes' running usage (0: none)")
+	flagLiveNew   = flag.Bool("scale.livenew", true, "ship a new sandbox's first running usage at its node's next shipment")
 )
 
 func TestScale(t *testing.T) {
@@ -41,7 +44,8 @@ func TestScale(t *testing.T) {
 		}
 		for _, ctrls := range ints(t, *flagControls, 0) {
 			r, err := c.Run(ctx, Config{URL: url, Nodes: nodes, Records: *flagRecords, LivePerNode: *flagLive, Controls: ctrls,
-				Placers: *flagPlacers, Duration: *flagDuration, Heartbeat: *flagHeartbeat, NodePools: *flagNodePools})
+				Placers: *flagPlacers, Duration: *flagDuration, Heartbeat: *flagHeartbeat, NodePools: *flagNodePools,
+				ShipEvery: *flagShipEvery, LiveEvery: *flagLiveEvery, LiveNew: *flagLiveNew})
 			if err != nil {
 				c.Close()
 				t.Fatal(err)
@@ -53,8 +57,10 @@ func TestScale(t *testing.T) {
 }
 
 // short runs the benchmark small and checks what it did: every create
-// placed is recorded on its node, the heartbeats (which end placements a
-// node no longer lists) ended none, the statements were measured.
+// placed is recorded on its node with its public record, the heartbeats
+// (which end placements a node no longer lists) ended none, the nodes
+// shipped two audit entries per create and the running usage of every
+// pre-loaded sandbox, the statements were measured.
 func short(t *testing.T, ctx context.Context, url string) {
 	const nodes, records, live = 20, 2000, 5
 	c, err := Load(ctx, url, nodes, records, live, 2)
@@ -63,16 +69,19 @@ func short(t *testing.T, ctx context.Context, url string) {
 	}
 	defer c.Close()
 	r, err := c.Run(ctx, Config{URL: url, Nodes: nodes, Records: records, LivePerNode: live, Controls: 2, Placers: 2,
-		Duration: 2 * time.Second, Heartbeat: 200 * time.Millisecond, NodePools: 2})
+		Duration: 2 * time.Second, Heartbeat: 200 * time.Millisecond, NodePools: 2,
+		ShipEvery: 100 * time.Millisecond, LiveEvery: time.Second, LiveNew: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
 	r.Write(&b)
 	t.Log("\n" + b.String())
-	if r.Creates == 0 || r.Heartbeats == 0 || r.Exhausted != 0 {
-		t.Fatalf("%d creates, %d heartbeats, %d without room; want some, some, none", r.Creates, r.Heartbeats, r.Exhausted)
+	if r.Creates == 0 || r.Heartbeats == 0 || r.Exhausted != 0 || r.AuditShips.N == 0 || r.UsageShips.N == 0 {
+		t.Fatalf("%d creates, %d heartbeats, %d without room, %d audit and %d usage shipments; want some, some, none, some, some",
+			r.Creates, r.Heartbeats, r.Exhausted, r.AuditShips.N, r.UsageShips.N)
 	}
+	shipped(t, ctx, c, nodes*live, r.Creates)
 	var placeSQL bool
 	for _, s := range r.SQL {
 		placeSQL = placeSQL || strings.HasPrefix(s.Label, "place: candidates")
@@ -92,12 +101,43 @@ func short(t *testing.T, ctx context.Context, url string) {
 	total := 0
 	for id, u := range uses {
 		total += u.Sandboxes
-		if want := len(c.nodes[id].snapshot()); u.Sandboxes != want {
+		if want := len(c.nodes[id].lives()); u.Sandboxes != want {
 			t.Errorf("node %s has %d live placements, its simulated node runs %d", id, u.Sandboxes, want)
 		}
 	}
 	if want := nodes*live + r.Creates; total != want {
 		t.Fatalf("%d live placements; want %d pre-loaded and %d placed", total, nodes*live, r.Creates)
+	}
+}
+
+// shipped checks what the nodes shipped: two audit entries per create,
+// the creates' records bound (with their tags and state), the running
+// usage of every sandbox (the nodes' final shipment included the new
+// ones') and never a settled one.
+func shipped(t *testing.T, ctx context.Context, c *Cluster, preloaded, creates int) {
+	t.Helper()
+	var entries, creations, records, tagged, usage, settled, preUsage int
+	err := c.db.conn.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM audit_entries),
+		(SELECT count(*) FROM audit_entries WHERE kind = 'create' AND sandbox_id LIKE 'sb-run-%'),
+		(SELECT count(*) FROM placements WHERE id LIKE 'sb-run-%' AND record IS NOT NULL AND sandbox_state = 'running'),
+		(SELECT count(*) FROM placements WHERE id LIKE 'sb-run-%' AND tags ? 'team'),
+		(SELECT count(*) FROM usage_records),
+		(SELECT count(*) FROM usage_records WHERE ended_at IS NOT NULL),
+		(SELECT count(*) FROM usage_records WHERE sandbox_id LIKE 'sb-pre-%')`).
+		Scan(&entries, &creations, &records, &tagged, &usage, &settled, &preUsage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries != 2*creates || creations != creates {
+		t.Errorf("%d audit entries shipped, %d of them creates; want %d, %d", entries, creations, 2*creates, creates)
+	}
+	if records != creates || tagged != creates {
+		t.Errorf("%d creates bound with a running record, %d with tags; want %d", records, tagged, creates)
+	}
+	if preUsage != preloaded || usage != preloaded+creates || settled != 0 {
+		t.Errorf("usage records: %d of the %d pre-loaded sandboxes, %d in all (want %d), %d settled (want none)",
+			preUsage, preloaded, usage, preloaded+creates, settled)
 	}
 }
 
