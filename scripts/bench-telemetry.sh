@@ -45,7 +45,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 bench_once() {
 	local side=$1 run=$2; shift 2
 	local st="$work/state-$side-$run" addr="127.0.0.1:$(free_port)"
-	"$work/corral" serve --state-dir "$st" --listen "$addr" --envd-listen "127.0.0.1:$(free_port)" \
+	"$work/corral" serve --state-dir "$st" --listen "$addr" --envd-listen "127.0.0.1:$(free_port)" --ports-listen "127.0.0.1:$(free_port)" \
 		--runsc "$STATE/bin/runsc" --base-rootfs "$STATE/rootfs/debian-bookworm" --vm-kernel "$STATE/vm/kernel/current" \
 		--warm-pool 0 --net-table corral-bench --net-link-prefix crb --net-pool 10.90.0.0/16 \
 		--dns-port "$(free_port)" --proxy-port "$(free_port)" --net-log-group 7719 "$@" >"$st.log" 2>&1 &

@@ -72,6 +72,8 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.SecretUpstreamCA, "secret-upstream-ca", "", "a PEM file of CAs trusted, beside the system's, for the real certificates of hosts that --secret-header rules inject into")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	f.StringVar(&cfg.EnvdListen, "envd-listen", "127.0.0.1:49983", "address of the E2B envd face (E2B clients' E2B_SANDBOX_URL); empty: off")
+	f.StringVar(&cfg.PortsListen, "ports-listen", "127.0.0.1:7071", "address of the ports origin: exposed ports for browsers, each at <port>-<id>.<--ports-domain>, never on the API's (the console's) origin; empty: off, and browsers are refused exposed ports")
+	f.StringVar(&cfg.PortsDomain, "ports-domain", "", "domain, with the port browsers reach --ports-listen on unless the scheme's, under which each exposed port gets the host <port>-<id>.<domain> (a wildcard DNS name to this host; default localhost:<--ports-listen's port>)")
 	f.StringVar(&cfg.EnvdDebugSandbox, "envd-debug-sandbox", "", "sandbox (id or name) the E2B SDK's debug mode (E2B_DEBUG=true) reaches through the envd face, with no access token; needs a loopback --envd-listen")
 	f.StringVar(&cfg.E2BRuntime, "e2b-runtime", "", "runtime of the sandboxes E2B clients create from a template: gvisor (the default) or vm; a memory snapshot's copy keeps the snapshot's")
 	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/corral", "state directory (records, token, sandboxes, caches)")

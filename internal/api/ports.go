@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/websession"
 )
 
 // Exposed ports. Either the daemon's API token or the sandbox's port token
@@ -47,7 +48,8 @@ func (s *Server) portRequest(r *http.Request) (string, int, error) {
 	return id, port, s.m.Ports().Access(id, port, token, admin)
 }
 
-// proxyPort forwards HTTP (WebSocket upgrades included) to an exposed port.
+// proxyPort forwards HTTP (WebSocket upgrades included) to an exposed
+// port, for programs: a browser is sent to the ports origin (origin.go).
 func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 	id, port, err := s.portRequest(r)
 	if err != nil {
@@ -55,6 +57,18 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := "/" + r.PathValue("path")
+	if websession.FromBrowser(r) {
+		s.toOrigin(w, r, id, port, path)
+		return
+	}
+	s.forward(w, r, id, port, path, true)
+}
+
+// forward proxies r to port of sandbox id at path. On the API's origin
+// (apiOrigin) the response may set no cookie at all and is sandboxed by
+// its Content-Security-Policy, should a browser ever render it; on the
+// ports origin only Corral's cookie names are kept from the sandbox.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, id string, port int, path string, apiOrigin bool) {
 	remote := r.RemoteAddr
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -65,9 +79,15 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request) {
 			q.Del(portTokenQuery)
 			pr.Out.URL.RawQuery = q.Encode()
 			pr.Out.Host = pr.Out.URL.Host
-			pr.Out.Header.Del(portTokenHeader)
-			pr.Out.Header.Del("Authorization")
+			StripForSandbox(pr.Out.Header)
 			pr.SetXForwarded()
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			websession.DropSetCookies(resp.Header, apiOrigin)
+			if apiOrigin {
+				resp.Header.Set("Content-Security-Policy", "sandbox")
+			}
+			return nil
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

@@ -99,8 +99,11 @@ func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		}
 	}
 	for _, p := range sb.Spec.Expose {
-		out.Ports = append(out.Ports, apiv1.ExposedPort{Port: p.Port, Public: p.Public,
-			URL: fmt.Sprintf("/v1/sandboxes/%s/ports/%d/", sb.ID, p.Port)})
+		ep := apiv1.ExposedPort{Port: p.Port, Public: p.Public, URL: fmt.Sprintf("/v1/sandboxes/%s/ports/%d/", sb.ID, p.Port)}
+		if s.ports != nil {
+			ep.BrowserURL = s.ports.URL(sb.ID, p.Port, "/")
+		}
+		out.Ports = append(out.Ports, ep)
 	}
 	if len(out.Ports) > 0 {
 		out.PortToken = s.m.PortToken(sb)

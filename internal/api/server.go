@@ -39,6 +39,9 @@ type Server struct {
 	// sessions, when set, signs browsers in: a console session cookie
 	// authorises like the token (with CSRF checks: internal/websession).
 	sessions *websession.Store
+	// ports, when set, is the ports origin (origin.go): browsers are sent
+	// there, and each exposed port is given its URL on it.
+	ports *PortsOrigin
 }
 
 // AcceptSessions makes the API accept the console's session cookies from

@@ -62,6 +62,15 @@ type Config struct {
 	// EnvdListen is the address of the E2B envd face (internal/e2b/envd);
 	// empty turns it off.
 	EnvdListen string
+	// PortsListen is the address of the ports origin (api.PortsHandler):
+	// exposed ports for browsers, each under a host of its own,
+	// <port>-<id>.<PortsDomain>; empty turns it off (browsers are then
+	// refused exposed ports).
+	PortsListen string
+	// PortsDomain is the domain (with a port, where browsers reach the
+	// listener on another than the scheme's) under which PortsListen
+	// serves; "": localhost and PortsListen's port.
+	PortsDomain string
 	// E2BRuntime is the runtime of sandboxes E2B clients create from a
 	// template ("": gvisor); E2B's API has no field for it.
 	E2BRuntime string
@@ -247,17 +256,20 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		envdFace = reqid.Middleware(envdFace, log)
 	}
-	h := handler(m, builder, token, cfg, trail, log, tel)
 	var nodeTLS *tls.Config
+	var nd *node.Node
 	if cfg.Cluster.DB != "" {
-		nd, err := joinCluster(ctx, cfg, m, token, trail)
-		if err != nil {
+		if nd, err = joinCluster(ctx, cfg, m, token, trail); err != nil {
 			return err
 		}
 		defer nd.Close()
-		h, nodeTLS = nd.Handler(h), nd.ServerTLS()
+		nodeTLS = nd.ServerTLS()
 	}
-	return serve(ctx, cfg, nodeTLS, h, envdFace, metricsFace(cfg, tel))
+	h, portsFace := handler(m, builder, token, cfg, nodeTLS != nil, trail, log, tel)
+	if nd != nil {
+		h = nd.Handler(h)
+	}
+	return serve(ctx, cfg, nodeTLS, h, envdFace, portsFace, metricsFace(cfg, tel))
 }
 
 // handler is the API listener's: the native API, E2B's control API under
@@ -265,13 +277,23 @@ func Run(ctx context.Context, cfg Config) error {
 // /mcp (the same token as a bearer; its tools call the native API in
 // process), the web console at / and /console/ (its session cookie also
 // authorises the native API), and /metrics behind the token unless --metrics-listen moves
-// it; every request gets an id (reqid).
-func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, trail *audit.Trail, log *slog.Logger, tel *telemetry.Metrics) http.Handler {
+// it; every request gets an id (reqid). The second handler is the ports
+// origin's (nil when --ports-listen is off).
+func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, secure bool, trail *audit.Trail, log *slog.Logger, tel *telemetry.Metrics) (http.Handler, http.Handler) {
 	version := cfg.Version
 	mux := http.NewServeMux()
 	mux.Handle("/e2b/", e2bAudited(trail, http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log}))))
 	native := api.New(m, b, token, version, log)
 	native.SetAudit(trail)
+	var ports http.Handler
+	if cfg.PortsListen != "" {
+		scheme := "http"
+		if secure {
+			scheme = "https"
+		}
+		native.SetPortsOrigin(api.PortsOrigin{Scheme: scheme, Domain: cfg.PortsDomain})
+		ports = reqid.Middleware(native.PortsHandler(cfg.PortsDomain), log)
+	}
 	sessions := websession.New(token)
 	native.AcceptSessions(sessions)
 	con := console.New(sessions, version, log)
@@ -282,7 +304,7 @@ func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, tra
 	if cfg.MetricsListen == "" {
 		mux.Handle("GET /metrics", native.Protect(tel.Handler()))
 	}
-	return reqid.Middleware(mux, log)
+	return reqid.Middleware(mux, log), ports
 }
 
 func (cfg *Config) defaults() error {
@@ -293,6 +315,9 @@ func (cfg *Config) defaults() error {
 	cfg.Logger = slog.New(reqid.NewHandler(cfg.Logger.Handler()))
 	if !filepath.IsAbs(cfg.StateDir) {
 		return fmt.Errorf("--state-dir %q must be an absolute path", cfg.StateDir)
+	}
+	if err := cfg.portsDefaults(); err != nil {
+		return err
 	}
 	if cfg.EnvdDebugSandbox != "" && !envd.DebugListenOK(cfg.EnvdListen) {
 		return fmt.Errorf("--envd-debug-sandbox needs --envd-listen on a loopback address (it drops the access token), not %q", cfg.EnvdListen)
@@ -336,7 +361,7 @@ func (cfg *Config) defaults() error {
 // E2B envd face on cfg.EnvdListen, until ctx ends or either fails. A
 // cluster node serves both over TLS only (nodeTLS; the metrics listener
 // stays plain HTTP).
-func serve(ctx context.Context, cfg Config, nodeTLS *tls.Config, h, envdFace, metricsFace http.Handler) error {
+func serve(ctx context.Context, cfg Config, nodeTLS *tls.Config, h, envdFace, portsFace, metricsFace http.Handler) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
@@ -352,6 +377,17 @@ func serve(ctx context.Context, cfg Config, nodeTLS *tls.Config, h, envdFace, me
 		}
 		srvs, lns = append(srvs, newServer(envdFace)), append(lns, tlsListener(eln, nodeTLS))
 		cfg.Logger.Info("corral envd face serving", "listen", eln.Addr().String())
+	}
+	if portsFace != nil {
+		pln, err := net.Listen("tcp", cfg.PortsListen)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return fmt.Errorf("listening on %s (--ports-listen): %w", cfg.PortsListen, err)
+		}
+		srvs, lns = append(srvs, newServer(portsFace)), append(lns, tlsListener(pln, nodeTLS))
+		cfg.Logger.Info("corral ports origin serving", "listen", pln.Addr().String(), "domain", cfg.PortsDomain)
 	}
 	if metricsFace != nil {
 		mln, err := net.Listen("tcp", cfg.MetricsListen)

@@ -56,11 +56,15 @@ type CreateSandboxRequest struct {
 }
 
 // ExposedPort is a port inside a sandbox reachable through the daemon at
-// URL (a path on the daemon), with the sandbox's port token unless Public.
+// URL (a path on the daemon's API, for programs) and, for browsers, at
+// BrowserURL on the ports origin (a host of its own per sandbox port,
+// never the API's or the console's), with the sandbox's port token
+// unless Public.
 type ExposedPort struct {
-	Port   int    `json:"port"`
-	Public bool   `json:"public,omitempty"`
-	URL    string `json:"url,omitempty"`
+	Port       int    `json:"port"`
+	Public     bool   `json:"public,omitempty"`
+	URL        string `json:"url,omitempty"`
+	BrowserURL string `json:"browser_url,omitempty"`
 }
 
 // NetworkPolicy is what a sandbox may reach. Empty: the public internet,

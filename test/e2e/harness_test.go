@@ -266,5 +266,6 @@ func testNetFlags(t testing.TB) []string {
 		return a[strings.LastIndex(a, ":")+1:]
 	}
 	return []string{"--net-table", "corral-e2e", "--net-link-prefix", "cre",
-		"--net-pool", "10.89.0.0/16", "--dns-port", port(), "--proxy-port", port(), "--net-log-group", "7718"}
+		"--net-pool", "10.89.0.0/16", "--dns-port", port(), "--proxy-port", port(), "--net-log-group", "7718",
+		"--ports-listen", freeAddr(t)}
 }

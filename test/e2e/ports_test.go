@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -38,18 +39,22 @@ func TestExposedPorts(t *testing.T) {
 	url := strings.TrimSpace(d.mustCLI("url", id, "8000"))
 	base := "http://" + d.addr + "/v1/sandboxes/" + id + "/ports/"
 
+	origin := originClient(t, d)
 	get := func(u string, hdr map[string]string) (int, string) {
 		for i := 0; ; i++ {
 			req, _ := http.NewRequest("GET", u, nil)
 			for k, v := range hdr {
 				req.Header.Set(k, v)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := origin.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			if resp.StatusCode == http.StatusTemporaryRedirect {
+				b = []byte(resp.Header.Get("Location"))
+			}
 			// The servers start in the background: retry while nothing listens.
 			if resp.StatusCode == http.StatusBadRequest && strings.Contains(string(b), "nothing listens") && i < 50 {
 				time.Sleep(100 * time.Millisecond)
@@ -58,7 +63,12 @@ func TestExposedPorts(t *testing.T) {
 			return resp.StatusCode, string(b)
 		}
 	}
+	if !strings.HasPrefix(url, "http://8000-"+id+".localhost:") {
+		t.Fatalf("corral url gave %q, not the ports origin", url)
+	}
 	token := url[strings.Index(url, "corral_token=")+len("corral_token="):]
+	pub := "http://8001-" + id + "." + d.portsDomain()
+	// In order: the origin's cookie is kept from the URL with a token on.
 	tests := []struct {
 		name   string
 		url    string
@@ -66,7 +76,13 @@ func TestExposedPorts(t *testing.T) {
 		status int
 		body   string
 	}{
-		{"url with token", url + "&x=1", nil, 200, "hello-from-sandbox"},
+		{"origin, no token", "http://8000-" + id + "." + d.portsDomain() + "/", nil, 401, "token"},
+		{"url with token (then its cookie)", url + "&x=1", nil, 200, "hello-from-sandbox"},
+		{"origin, header token", "http://8000-" + id + "." + d.portsDomain() + "/index.html", map[string]string{"X-Corral-Port-Token": token}, 200, "hello-from-sandbox"},
+		{"origin, public port", pub + "/index.html", nil, 200, "hello-from-sandbox"},
+		{"origin, another domain", "http://8001-" + id + ".example.com/", nil, 400, "Host"},
+		{"api path, a browser's navigation", base + "8001/index.html", map[string]string{"Sec-Fetch-Dest": "document", "Sec-Fetch-Mode": "navigate"}, 307, pub + "/index.html"},
+		{"api path, the console's cookie", base + "8001/index.html", map[string]string{"Cookie": "corral_session=x"}, 307, pub + "/index.html"},
 		{"header token", base + "8000/index.html", map[string]string{"X-Corral-Port-Token": token}, 200, "hello-from-sandbox"},
 		{"api token", base + "8000/index.html", map[string]string{"Authorization": "Bearer " + d.token}, 200, "hello-from-sandbox"},
 		{"no token", base + "8000/", nil, 401, "token"},
@@ -82,6 +98,16 @@ func TestExposedPorts(t *testing.T) {
 			}
 		})
 	}
+	t.Run("api path answers programs in a sandbox of its own", func(t *testing.T) {
+		resp, err := http.Get(base + "8001/index.html")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") != "sandbox" {
+			t.Errorf("status %d, Content-Security-Policy %q; want 200 and sandbox", resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
+		}
+	})
 
 	t.Run("upgrade through the proxy", func(t *testing.T) {
 		var conn net.Conn
@@ -158,4 +184,40 @@ func TestExposedPorts(t *testing.T) {
 	if out := d.mustCLI("events", id); !strings.Contains(out, "port_connection") {
 		t.Errorf("exposed-port connections missing from the event log:\n%s", out)
 	}
+}
+
+// originClient is an HTTP client for d's ports origin as a browser uses
+// it: every name reaches d's --ports-listen (as Chromium resolves
+// *.localhost to loopback; a name is never looked up), an address (the
+// daemon's API) is dialled as it is, cookies are kept, and the
+// 303 that trades ?corral_token= for the origin's cookie is followed while
+// a 307 (the API path sending a browser to the origin) is returned.
+func originClient(t *testing.T, d *daemon) *http.Client {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := d.flag("--ports-listen")
+	return &http.Client{
+		Jar: jar,
+		Transport: &http.Transport{DialContext: func(ctx context.Context, network, host string) (net.Conn, error) {
+			if h, _, _ := net.SplitHostPort(host); net.ParseIP(h) == nil {
+				host = addr // a name: the ports origin's
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, host)
+		}},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if req.Response != nil && req.Response.StatusCode == http.StatusTemporaryRedirect {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+		Timeout: 30 * time.Second,
+	}
+}
+
+// portsDomain is d's --ports-domain: localhost and its ports listener's port.
+func (d *daemon) portsDomain() string {
+	a := d.flag("--ports-listen")
+	return "localhost" + a[strings.LastIndex(a, ":"):]
 }

@@ -14,6 +14,7 @@ import (
 	"corral/internal/errdefs"
 	"corral/internal/mcp"
 	"corral/internal/reqid"
+	"corral/internal/websession"
 	"corral/pkg/apiv1"
 )
 
@@ -59,7 +60,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/audit/export", s.auth(s.auditExport))
 	s.mux.HandleFunc("GET /metrics", s.auth(s.met.handler().ServeHTTP))
 	// Exposed ports authorise with the sandbox's port token on the node.
-	s.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{path...}", s.proxy(false))
+	s.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{path...}", s.programsOnly(s.proxy(false)))
 	s.mux.HandleFunc("GET /v1/sandboxes/{id}/tunnel/{port}", s.proxy(false))
 	s.mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.auth(s.fork))
 	s.mux.HandleFunc("POST /v1/sandboxes/{id}/snapshots/memory", s.auth(s.snapshotMemory))
@@ -71,6 +72,20 @@ func (s *Server) routes() {
 	// E2B's control API, with E2B's key and error shape (e2b.go).
 	s.mux.Handle("/e2b/", http.StripPrefix("/e2b", s.e2bRoutes()))
 	s.mux.HandleFunc("/", s.auth(s.notServed))
+}
+
+// programsOnly refuses a browser an exposed port on the control plane's
+// API origin: a sandbox's page must never be of an API's origin. Browsers
+// reach ports by host, <port>-<id>.<domain>, on the envd face
+// (--envd-listen), which passes them on to the sandbox's node.
+func (s *Server) programsOnly(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if websession.FromBrowser(r) {
+			s.writeError(w, fmt.Errorf("%w: exposed ports are not served to browsers on the API's origin; open <port>-<sandbox id>.<domain> on the control plane's --envd-listen", errdefs.ErrPermissionDenied))
+			return
+		}
+		next(w, r)
+	}
 }
 
 func (s *Server) notServed(w http.ResponseWriter, r *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"corral/internal/errdefs"
+	"corral/internal/websession"
 )
 
 // trafficTokenHeader is E2B's header for a sandbox's non-public ports;
@@ -44,10 +45,15 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request, id string, po
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = fmt.Sprintf("localhost:%d", port)
 			pr.Out.Host = pr.Out.URL.Host
-			for _, h := range []string{accessTokenHeader, portTokenHeader, trafficTokenHeader, sandboxIDHeader, sandboxPortHeader} {
+			for _, h := range []string{accessTokenHeader, portTokenHeader, trafficTokenHeader, sandboxIDHeader, sandboxPortHeader, "Authorization"} {
 				pr.Out.Header.Del(h)
 			}
+			websession.StripCookies(pr.Out.Header)
 			pr.SetXForwarded()
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			websession.DropSetCookies(resp.Header, false)
+			return nil
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

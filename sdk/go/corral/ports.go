@@ -13,8 +13,11 @@ import (
 	"corral/pkg/apiv1"
 )
 
-// PortURL returns the daemon URL of an exposed port, with the port token
-// in the query when the port is not public (for a browser or curl).
+// PortURL returns the URL of an exposed port for a browser or curl: on
+// the daemon's ports origin (a host of its own per sandbox port) when the
+// daemon serves one, else the port's path on the API (which programs may
+// use, and browsers are refused), with the port token in the query when
+// the port is not public.
 func (c *Client) PortURL(ctx context.Context, id string, port int) (string, error) {
 	sb, err := c.Get(ctx, id)
 	if err != nil {
@@ -25,6 +28,9 @@ func (c *Client) PortURL(ctx context.Context, id string, port int) (string, erro
 			continue
 		}
 		u := c.BaseURL + p.URL
+		if p.BrowserURL != "" {
+			u = p.BrowserURL
+		}
 		if !p.Public {
 			u += "?corral_token=" + url.QueryEscape(sb.PortToken)
 		}
