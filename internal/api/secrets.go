@@ -80,7 +80,7 @@ func secretToAPI(info manager.SecretInfo) apiv1.Secret {
 func headerRulesOf(in []apiv1.SecretHeader) []secrets.HeaderRule {
 	var out []secrets.HeaderRule
 	for _, h := range in {
-		out = append(out, secrets.HeaderRule{Secret: h.Secret, Key: h.Key, Host: h.Host, Header: h.Header, Template: h.Template})
+		out = append(out, secrets.HeaderRule{Secret: h.Secret, Key: h.Key, Host: h.Host, Header: h.Header, Template: h.Template, Ports: h.Ports, Methods: h.Methods})
 	}
 	return out
 }
@@ -88,7 +88,7 @@ func headerRulesOf(in []apiv1.SecretHeader) []secrets.HeaderRule {
 func headerRulesToAPI(in []secrets.HeaderRule) []apiv1.SecretHeader {
 	var out []apiv1.SecretHeader
 	for _, h := range in {
-		out = append(out, apiv1.SecretHeader{Secret: h.Secret, Key: h.Key, Host: h.Host, Header: h.Header, Template: h.Template})
+		out = append(out, apiv1.SecretHeader{Secret: h.Secret, Key: h.Key, Host: h.Host, Header: h.Header, Template: h.Template, Ports: h.Ports, Methods: h.Methods})
 	}
 	return out
 }

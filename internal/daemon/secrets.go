@@ -61,10 +61,10 @@ func (s *secretEgress) intercept(sandboxID string) *egress.Interception {
 	return &egress.Interception{
 		Hosts: rules.Hosts,
 		Cert:  func(host string) (*tls.Certificate, error) { return rules.CA.Leaf(host) },
-		Headers: func(host string) ([]egress.Header, error) {
+		Headers: func(host string, port int, method string) ([]egress.Header, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), headerTimeout)
 			defer cancel()
-			hs, err := m.Headers(ctx, rules, host)
+			hs, err := m.Headers(ctx, rules, host, port, method)
 			if err != nil {
 				return nil, err
 			}
@@ -79,6 +79,6 @@ func (s *secretEgress) intercept(sandboxID string) *egress.Interception {
 
 func (s *secretEgress) injected(inj egress.Injection) {
 	if m := s.m.Load(); m != nil {
-		m.RecordInjection(inj.SandboxID, inj.Host, inj.Headers, inj.Count, inj.Err)
+		m.RecordInjection(inj.SandboxID, inj.Host, inj.Headers, inj.Count, inj.Err, inj.Skipped)
 	}
 }

@@ -196,12 +196,13 @@ func (m *Manager) SecretEgress(id string) (EgressRules, bool) {
 // SecretHeader is one header to inject, value included.
 type SecretHeader struct{ Name, Value string }
 
-// Headers reads, now, the values of the rules for host. The error names
-// the secret and key, never a value.
-func (m *Manager) Headers(ctx context.Context, e EgressRules, host string) ([]SecretHeader, error) {
+// Headers reads, now, the values of the rules for a request over TLS to
+// host on port with method. The error names the secret and key, never a
+// value.
+func (m *Manager) Headers(ctx context.Context, e EgressRules, host string, port int, method string) ([]SecretHeader, error) {
 	var out []SecretHeader
 	for _, r := range e.rules {
-		if r.Host != host {
+		if r.Host != host || !r.Allows(port, method) {
 			continue
 		}
 		vals, err := m.secretStore().SecretValues(ctx, r.Secret)
@@ -221,9 +222,17 @@ func (m *Manager) Headers(ctx context.Context, e EgressRules, host string) ([]Se
 	return out, nil
 }
 
-// RecordInjection adds an egress injection report to a sandbox's events.
-func (m *Manager) RecordInjection(id, host string, headers []string, count int, errMsg string) {
+// RecordInjection adds an egress injection report to a sandbox's events:
+// headers set, a request refused (errMsg), or requests to a ruled host
+// sent on without the secret (skipped: plain HTTP, or a port or method no
+// rule allows).
+func (m *Manager) RecordInjection(id, host string, headers []string, count int, errMsg, skipped string) {
 	fields := map[string]string{"host": host, "headers": strings.Join(headers, ","), "requests": strconv.Itoa(count)}
+	if skipped != "" {
+		fields["reason"] = skipped
+		m.event(id, "egress_inject_skipped", "sent requests to "+host+" without its secret headers: "+skipped, fields)
+		return
+	}
 	if errMsg != "" {
 		fields["error"] = errMsg
 		m.event(id, "egress_inject_refused", "refused a request to "+host+": "+errMsg, fields)

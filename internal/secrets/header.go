@@ -3,6 +3,7 @@ package secrets
 import (
 	"net/textproto"
 	"regexp"
+	"slices"
 	"strings"
 
 	"corral/internal/errdefs"
@@ -14,17 +15,66 @@ const Placeholder = "{value}"
 // MaxHeaderRules bounds a sandbox's header rules.
 const MaxHeaderRules = 16
 
-// HeaderRule makes the egress proxy set Header on every request the
-// sandbox sends to Host (HTTP, or HTTPS through the proxy's per-sandbox
-// CA): Template with Placeholder replaced by the value of Key in secret
-// Secret, read from the store at each request (so a rotation applies to
-// the next request). The sandbox never holds the value.
+// HeaderRule makes the egress proxy set Header on the requests the
+// sandbox sends to Host over TLS (terminated with the proxy's per-sandbox
+// CA, the real certificate verified upstream), on one of Ports (default
+// 443) and with one of Methods (default any): Template with Placeholder
+// replaced by the value of Key in secret Secret, read from the store at
+// each request (so a rotation applies to the next request). Never over
+// plain HTTP, where anything on the path would read it. The sandbox never
+// holds the value.
 type HeaderRule struct {
-	Secret   string `json:"secret"`
-	Key      string `json:"key"`
-	Host     string `json:"host"`
-	Header   string `json:"header"`
-	Template string `json:"template,omitempty"` // default Placeholder
+	Secret   string   `json:"secret"`
+	Key      string   `json:"key"`
+	Host     string   `json:"host"`
+	Header   string   `json:"header"`
+	Template string   `json:"template,omitempty"` // default Placeholder
+	Ports    []int    `json:"ports,omitempty"`    // default DefaultPorts
+	Methods  []string `json:"methods,omitempty"`  // default any
+}
+
+// DefaultPorts are the ports a rule without Ports applies on.
+var DefaultPorts = []int{443}
+
+// maxRuleList bounds a rule's ports and methods.
+const maxRuleList = 16
+
+// methodRE is an HTTP method token, upper case.
+var methodRE = regexp.MustCompile("^[A-Z]{1,16}$")
+
+// Allows says whether r applies to a request on port with method.
+func (r HeaderRule) Allows(port int, method string) bool {
+	ports := r.Ports
+	if len(ports) == 0 {
+		ports = DefaultPorts
+	}
+	return slices.Contains(ports, port) && (len(r.Methods) == 0 || slices.Contains(r.Methods, method))
+}
+
+// normalizeScope checks and orders r's ports and methods.
+func (r *HeaderRule) normalizeScope(field string) error {
+	if len(r.Ports) > maxRuleList {
+		return errdefs.Invalid(field+".ports", "at most %d ports", maxRuleList)
+	}
+	for _, p := range r.Ports {
+		if p < 1 || p > 65535 {
+			return errdefs.Invalid(field+".ports", "%d is not a TCP port", p)
+		}
+	}
+	if len(r.Methods) > maxRuleList {
+		return errdefs.Invalid(field+".methods", "at most %d methods", maxRuleList)
+	}
+	for i, m := range r.Methods {
+		r.Methods[i] = strings.ToUpper(m)
+		if !methodRE.MatchString(r.Methods[i]) {
+			return errdefs.Invalid(field+".methods", "%q is not an HTTP method", m)
+		}
+	}
+	slices.Sort(r.Ports)
+	r.Ports = slices.Compact(r.Ports)
+	slices.Sort(r.Methods)
+	r.Methods = slices.Compact(r.Methods)
+	return nil
 }
 
 var (
@@ -58,6 +108,9 @@ func (r *HeaderRule) Normalize(field string) error {
 	r.Header = textproto.CanonicalMIMEHeaderKey(r.Header)
 	if hopHeaders[r.Header] {
 		return errdefs.Invalid(field+".header", "%s is the connection's own, not a rule's", r.Header)
+	}
+	if err := r.normalizeScope(field); err != nil {
+		return err
 	}
 	if r.Template == "" {
 		r.Template = Placeholder

@@ -3,6 +3,8 @@ package secrets
 import (
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +54,7 @@ func TestParseHeaderRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := HeaderRule{Secret: "api", Key: "TOKEN", Host: "api.example.com", Header: "Authorization", Template: "Bearer {value}"}
-	if r != want {
+	if !reflect.DeepEqual(r, want) {
 		t.Errorf("got %+v, want %+v", r, want)
 	}
 	if v, ok := r.Value(value); !ok || v != "Bearer "+value {
@@ -128,11 +130,43 @@ func FuzzParseHeaderRule(f *testing.F) {
 			return
 		}
 		again, err := ParseHeaderRule(r.Secret + ":" + r.Key + "@" + r.Host + ":" + r.Header + "=" + r.Template)
-		if err != nil || again != r {
+		if err != nil || !reflect.DeepEqual(again, r) {
 			t.Fatalf("%q: %+v, reparsed %+v, %v", s, r, again, err)
 		}
 		if v, ok := r.Value("v"); !ok || strings.ContainsAny(v, "\r\n\x00") {
 			t.Fatalf("%q: header value %q", s, v)
 		}
 	})
+}
+
+func TestHeaderRuleScope(t *testing.T) {
+	r := HeaderRule{Secret: "s", Key: "K", Host: "api.example.com", Header: "Authorization", Ports: []int{8443, 443, 443}, Methods: []string{"post", "GET"}}
+	if err := r.Normalize("rule"); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(r.Ports, r.Methods) != "[443 8443] [GET POST]" {
+		t.Fatalf("normalized to %v %v", r.Ports, r.Methods)
+	}
+	for _, c := range []struct {
+		port   int
+		method string
+		want   bool
+	}{{443, "GET", true}, {8443, "POST", true}, {80, "GET", false}, {443, "DELETE", false}} {
+		if got := r.Allows(c.port, c.method); got != c.want {
+			t.Errorf("Allows(%d, %s) = %v", c.port, c.method, got)
+		}
+	}
+	def := HeaderRule{}
+	if !def.Allows(443, "DELETE") || def.Allows(80, "GET") || def.Allows(8443, "GET") {
+		t.Error("the default scope is not 443, any method")
+	}
+	for _, bad := range []HeaderRule{
+		{Ports: []int{0}}, {Ports: []int{70000}}, {Methods: []string{"GE T"}}, {Methods: []string{"G\r\nX"}},
+		{Ports: make([]int, 17)}, {Methods: make([]string, 17)},
+	} {
+		bad.Secret, bad.Key, bad.Host, bad.Header = "s", "K", "api.example.com", "X-Key"
+		if err := bad.Normalize("rule"); err == nil {
+			t.Errorf("%v %v accepted", bad.Ports, bad.Methods)
+		}
+	}
 }

@@ -37,4 +37,8 @@ type SecretHeader struct {
 	Host     string `json:"host"`
 	Header   string `json:"header"`
 	Template string `json:"template,omitempty"`
+	// Ports the header is set on (default 443), over TLS only.
+	Ports []int `json:"ports,omitempty"`
+	// Methods the header is set for (default any).
+	Methods []string `json:"methods,omitempty"`
 }

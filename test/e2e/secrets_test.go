@@ -86,7 +86,8 @@ func TestSecrets(t *testing.T) {
 		}
 		for _, c := range []struct{ url, want string }{
 			{"https://api.secret.test/", "api.secret.test header=match"},
-			{"http://api.secret.test/", "api.secret.test header=match"},
+			// Plain HTTP: never the secret, the sandbox's own header through.
+			{"http://api.secret.test/", "api.secret.test header=mismatch"},
 			// Not named: spliced, so the sandbox sees the real certificate
 			// (it verifies against the upstream CA alone) and no header.
 			{"https://other.secret.test/", ""},
@@ -107,6 +108,9 @@ func TestSecrets(t *testing.T) {
 		w.mu.Unlock()
 		if strings.Contains(seen, "other.secret.test Bearer") {
 			t.Errorf("a host not named got the secret:\n%s", seen)
+		}
+		if out := d.mustCLI("events", id); !strings.Contains(out, "egress_inject_skipped") || !strings.Contains(out, "plain HTTP") {
+			t.Errorf("the plain-HTTP request's skip is not in the events:\n%s", out)
 		}
 		d.assertNoValue(t, id, &logs, headerVal)
 	})
@@ -158,10 +162,11 @@ func TestSecrets(t *testing.T) {
 // value is nowhere in the guest, the record, events, log or state.
 func (d *daemon) secretInjectVM(t *testing.T, id string, w *secretWorld, logs *lockedBuffer, v string) {
 	w.expect("Bearer " + v)
-	for _, url := range []string{"https://api.secret.test/", "http://api.secret.test/"} {
-		if got := strings.TrimSpace(d.curl(id, "-H", "Authorization: placeholder", url)); got != "api.secret.test header=match" {
-			t.Errorf("vm %s: %q, want the header injected", url, got)
-		}
+	if got := strings.TrimSpace(d.curl(id, "-H", "Authorization: placeholder", "https://api.secret.test/")); got != "api.secret.test header=match" {
+		t.Errorf("vm https: %q, want the header injected", got)
+	}
+	if got := strings.TrimSpace(d.curl(id, "-H", "Authorization: placeholder", "http://api.secret.test/")); got != "api.secret.test header=mismatch" {
+		t.Errorf("vm plain http: %q, want the sandbox's own header, never the secret", got)
 	}
 	if got := d.curl(id, "https://other.secret.test/"); got != "" {
 		t.Errorf("vm: a host not named answered through the sandbox CA: %q (intercepted?)", got)

@@ -73,12 +73,11 @@ func (p *Proxy) handle(ctx context.Context, c *net.TCPConn, sandboxID string, po
 	}
 	p.decide(d, true, "")
 	if ic != nil && d.Domain != "" && slices.Contains(names, d.Domain) {
-		k := kindHTTP
 		if peeked[0] == recordHandshake {
-			k = kindTLS
+			p.terminate(ctx, c, peeked, sandboxID, d.Domain, dst, ic, log)
+			return
 		}
-		p.terminate(ctx, c, peeked, k, sandboxID, d.Domain, dst, ic, log)
-		return
+		p.injected(Injection{SandboxID: sandboxID, Host: d.Domain, Skipped: "plain HTTP: secret headers go over TLS only"})
 	}
 	p.forward(ctx, c, dst, peeked, log)
 }

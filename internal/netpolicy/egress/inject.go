@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	stdlog "log"
 	"log/slog"
@@ -19,16 +20,18 @@ import (
 )
 
 // Header injection. A sandbox with header rules (Interception) has its
-// connections to the rules' hosts terminated by the proxy: a connection
-// is a candidate only when the daemon's resolver gave its destination to
-// the sandbox for one of those hosts; its first bytes must then carry that
-// very name (TLS SNI or HTTP Host). For TLS the proxy answers with a
-// certificate for the name signed by the sandbox's own CA, and connects
-// upstream to the original destination verifying the real certificate for
-// the name (UpstreamRoots, or the system's). Each request on the
-// connection must be for that name (else 421); the rules' headers are set
-// on it, replacing any the sandbox sent, and it goes upstream. Every other
-// connection is spliced as before, untouched.
+// TLS connections to the rules' hosts terminated by the proxy: a
+// connection is a candidate only when the daemon's resolver gave its
+// destination to the sandbox for one of those hosts; its first bytes must
+// then be a TLS ClientHello carrying that very name (SNI). The proxy
+// answers with a certificate for the name signed by the sandbox's own CA,
+// and connects upstream to the original destination verifying the real
+// certificate for the name (UpstreamRoots, or the system's). Each request
+// on the connection must be for that name (else 421); the headers of the
+// rules that allow its port and method are set on it, replacing any the
+// sandbox sent, and it goes upstream. Plain HTTP to a ruled host is
+// spliced untouched and reported as skipped: a secret never crosses the
+// network in clear text. Every other connection is spliced as before.
 
 // Interception is what the proxy intercepts for one sandbox.
 type Interception struct {
@@ -37,9 +40,10 @@ type Interception struct {
 	Hosts []string
 	// Cert returns the certificate the sandbox is shown for host.
 	Cert func(host string) (*tls.Certificate, error)
-	// Headers returns the headers to set on a request to host, read at
-	// the time of the request. An error refuses the request (502).
-	Headers func(host string) ([]Header, error)
+	// Headers returns the headers to set on a request over TLS to host on
+	// port with method, read at the time of the request (none: the
+	// request goes on without). An error refuses the request (502).
+	Headers func(host string, port int, method string) ([]Header, error)
 }
 
 // Header is one header to set. Value never reaches a log or an error.
@@ -56,6 +60,7 @@ type Injection struct {
 	Headers   []string
 	Count     int
 	Err       string // why the request was refused, if it was
+	Skipped   string // why requests went on without the headers, if they did
 }
 
 // intercept decides whether a connection to dst is one to terminate: the
@@ -81,41 +86,37 @@ func (p *Proxy) interceptFor(sandboxID string, dst netip.Addr) (*Interception, [
 	return ic, names
 }
 
-// terminate serves the sandbox's connection c (whose first bytes, already
-// read, are peeked) as the named host, injecting headers, and sends each
-// request upstream to dst.
-func (p *Proxy) terminate(ctx context.Context, c net.Conn, peeked []byte, k kind, sandboxID, name string, dst netip.AddrPort, ic *Interception, log *slog.Logger) {
-	var conn net.Conn = &replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(peeked), c)}
-	scheme := "http"
-	if k == kindTLS {
-		cert, err := ic.Cert(name)
-		if err != nil {
-			log.Warn("no certificate for an intercepted host", "host", name, "err", err)
-			return
-		}
-		tc := tls.Server(conn, &tls.Config{
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-				return cert, nil
-			},
-			NextProtos: []string{"http/1.1"},
-			MinVersion: tls.VersionTLS12,
-		})
-		c.SetDeadline(time.Now().Add(p.cfg.PeekTimeout))
-		if err := tc.HandshakeContext(ctx); err != nil {
-			log.Info("tls handshake with the sandbox", "host", name, "err", err)
-			return
-		}
-		c.SetDeadline(time.Time{})
-		conn, scheme = tc, "https"
+// terminate serves the sandbox's TLS connection c (whose first bytes,
+// already read, are peeked) as the named host, injecting headers, and
+// sends each request upstream to dst over TLS.
+func (p *Proxy) terminate(ctx context.Context, c net.Conn, peeked []byte, sandboxID, name string, dst netip.AddrPort, ic *Interception, log *slog.Logger) {
+	conn := &replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(peeked), c)}
+	cert, err := ic.Cert(name)
+	if err != nil {
+		log.Warn("no certificate for an intercepted host", "host", name, "err", err)
+		return
 	}
+	tc := tls.Server(conn, &tls.Config{
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return cert, nil
+		},
+		NextProtos: []string{"http/1.1"},
+		MinVersion: tls.VersionTLS12,
+	})
+	c.SetDeadline(time.Now().Add(p.cfg.PeekTimeout))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		log.Info("tls handshake with the sandbox", "host", name, "err", err)
+		return
+	}
+	c.SetDeadline(time.Time{})
 	tr := p.upstreamTransport(name, dst)
 	defer tr.CloseIdleConnections()
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
-			r.Out.URL.Scheme, r.Out.URL.Host = scheme, name
+			r.Out.URL.Scheme, r.Out.URL.Host = "https", name
 			r.Out.Host = r.In.Host
 		},
-		Transport: &injectTransport{base: tr, p: p, sandboxID: sandboxID, host: name, ic: ic},
+		Transport: &injectTransport{base: tr, p: p, sandboxID: sandboxID, host: name, port: int(dst.Port()), ic: ic},
 		ErrorLog:  stdlog.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var ie *injectError
@@ -127,7 +128,7 @@ func (p *Proxy) terminate(ctx context.Context, c net.Conn, peeked []byte, k kind
 			http.Error(w, "corral: the upstream request failed", http.StatusBadGateway)
 		},
 	}
-	serveOne(ctx, conn, rp, p.cfg.IdleTimeout)
+	serveOne(ctx, tc, rp, p.cfg.IdleTimeout)
 }
 
 // upstreamTransport dials dst for every request, verifying for TLS the
@@ -165,6 +166,7 @@ type injectTransport struct {
 	p         *Proxy
 	sandboxID string
 	host      string
+	port      int
 	ic        *Interception
 }
 
@@ -179,10 +181,14 @@ func (t *injectTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if h, err := hostOnly(r.Host); err != nil || h != t.host {
 		return nil, &injectError{http.StatusMisdirectedRequest, "this connection is for " + t.host + " only"}
 	}
-	hs, err := t.ic.Headers(t.host)
+	hs, err := t.ic.Headers(t.host, t.port, r.Method)
 	if err != nil {
 		t.p.injected(Injection{SandboxID: t.sandboxID, Host: t.host, Err: err.Error()})
 		return nil, &injectError{http.StatusBadGateway, "a secret for " + t.host + " is unavailable"}
+	}
+	if len(hs) == 0 {
+		t.p.injected(Injection{SandboxID: t.sandboxID, Host: t.host, Skipped: fmt.Sprintf("no rule allows %s on port %d", r.Method, t.port)})
+		return t.base.RoundTrip(r)
 	}
 	names := make([]string, 0, len(hs))
 	for _, h := range hs {
@@ -198,7 +204,7 @@ func (p *Proxy) injected(inj Injection) {
 	if p.cfg.Injected == nil {
 		return
 	}
-	key := inj.SandboxID + " " + inj.Host + " " + strings.Join(inj.Headers, ",") + " " + inj.Err
+	key := inj.SandboxID + " " + inj.Host + " " + strings.Join(inj.Headers, ",") + " " + inj.Err + " " + inj.Skipped
 	if ok, n := p.injections.Allow(key, time.Now()); ok {
 		inj.Count = n
 		p.cfg.Injected(inj)

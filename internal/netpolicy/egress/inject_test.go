@@ -62,7 +62,11 @@ func newInjectFixture(t *testing.T, useTLS, trustUpstream bool) *injectFixture {
 			return &Interception{
 				Hosts: []string{"allowed.test"},
 				Cert:  sbCA.Leaf,
-				Headers: func(host string) ([]Header, error) {
+				// The rule: GET on port 443 only.
+				Headers: func(host string, port int, method string) ([]Header, error) {
+					if !(secrets.HeaderRule{Methods: []string{"GET"}}).Allows(port, method) {
+						return nil, nil
+					}
 					return []Header{{Name: "Authorization", Value: "Bearer " + realValue}}, nil
 				},
 			}
@@ -87,10 +91,16 @@ func pool(t *testing.T, pem string) *x509.CertPool {
 // the status and body of each.
 func get(t *testing.T, c net.Conn, reqs ...[2]string) []string {
 	t.Helper()
+	return send(t, c, "GET", reqs...)
+}
+
+// send is get with another method.
+func send(t *testing.T, c net.Conn, method string, reqs ...[2]string) []string {
+	t.Helper()
 	br := bufio.NewReader(c)
 	var out []string
 	for _, r := range reqs {
-		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\n\r\n", r[0], r[1])
+		fmt.Fprintf(c, "%s / HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nContent-Length: 0\r\n\r\n", method, r[0], r[1])
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -159,13 +169,46 @@ func TestInjectUpstreamVerified(t *testing.T) {
 	}
 }
 
-func TestInjectHTTP(t *testing.T) {
+// TestInjectHTTPNever: plain HTTP to a ruled host is spliced untouched:
+// the secret never goes in clear text, the sandbox's own header goes
+// through, and the skip is reported.
+func TestInjectHTTPNever(t *testing.T) {
 	f := newInjectFixture(t, false, false)
 	c := f.dial(allowedAddr.String() + ":80")
 	got := get(t, c, [2]string{"allowed.test", "placeholder"}, [2]string{"allowed.test:80", "again"})
 	for i, g := range got {
-		if want := "200 auth=Bearer " + realValue; !strings.HasPrefix(g, want) {
-			t.Errorf("request %d: %q, want %q...", i, g, want)
+		if strings.Contains(g, realValue) || !strings.HasPrefix(g, "200 auth=") {
+			t.Errorf("request %d over plain HTTP: %q, want the sandbox's own header", i, g)
 		}
+	}
+	select {
+	case r := <-f.reports:
+		if r.Skipped == "" || !strings.Contains(r.Skipped, "plain HTTP") || len(r.Headers) != 0 {
+			t.Errorf("report %+v, want a skip for plain HTTP", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no report of the skip")
+	}
+}
+
+// TestInjectScope: over TLS, a method or port the rule does not allow
+// goes upstream without the secret (the sandbox's own header kept).
+func TestInjectScope(t *testing.T) {
+	f := newInjectFixture(t, true, true)
+	tlsTo := func(port string) net.Conn {
+		tc := tls.Client(f.dial(allowedAddr.String()+":"+port), &tls.Config{ServerName: "allowed.test", RootCAs: f.sandboxCA})
+		if err := tc.Handshake(); err != nil {
+			t.Fatalf("handshake on port %s: %v", port, err)
+		}
+		return tc
+	}
+	if got := send(t, tlsTo("443"), "POST", [2]string{"allowed.test", "mine"}); got[0] != "200 auth=mine host=allowed.test" {
+		t.Errorf("POST, which the rule does not allow: %q", got[0])
+	}
+	if got := get(t, tlsTo("8443"), [2]string{"allowed.test", "mine"}); got[0] != "200 auth=mine host=allowed.test" {
+		t.Errorf("GET on port 8443, which the rule does not allow: %q", got[0])
+	}
+	if got := get(t, tlsTo("443"), [2]string{"allowed.test", "mine"}); got[0] != "200 auth=Bearer "+realValue+" host=allowed.test" {
+		t.Errorf("GET on 443: %q, want the secret", got[0])
 	}
 }
