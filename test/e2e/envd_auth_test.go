@@ -84,9 +84,15 @@ func TestEnvdAuthAndBadInput(t *testing.T) {
 	if status, body = none.do(t, http.MethodGet, signed("/root/s.txt", "read", future, ""), "", "", nil, nil); status != http.StatusOK || string(body) != "signed" {
 		t.Errorf("a signed download: %d %s", status, body)
 	}
-	if status, body = none.do(t, http.MethodGet, signed("/root/s.txt", "read", 0, ""), "", "", nil, nil); status != http.StatusOK {
+	// Without expiry, or too far ahead: refused (issue 25), though E2B's
+	// envd takes both.
+	status, body = none.do(t, http.MethodGet, signed("/root/s.txt", "read", 0, ""), "", "", nil, nil)
+	if status != http.StatusUnauthorized || !strings.Contains(string(body), "signature_expiration is required") {
 		t.Errorf("a signed download without expiry: %d %s", status, body)
 	}
+	tooFar := time.Now().Add(8 * 24 * time.Hour).Unix()
+	status, body = none.do(t, http.MethodGet, signed("/root/s.txt", "read", tooFar, ""), "", "", nil, nil)
+	envdErrorBody(t, "a signature 8 days ahead", status, body, http.StatusUnauthorized, "signature_expiration is more than 7 days ahead")
 	if status, body = none.do(t, http.MethodPost, signed("/root/up.txt", "write", future, ""), "application/octet-stream", "", strings.NewReader("w"), nil); status != http.StatusOK {
 		t.Errorf("a signed upload: %d %s", status, body)
 	}

@@ -393,7 +393,7 @@ func TestEnvdRouting(t *testing.T) {
 	// signed it, the sandbox named in the headers, the signature as it
 	// came.
 	for id, node := range owner {
-		resp, err := envd.Client().Get(envd.URL + "/files?path=/x&signature=v1_" + id)
+		resp, err := envd.Client().Get(envd.URL + "/files?path=/x&signature_expiration=1900000000&signature=v1_" + id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -418,7 +418,7 @@ func TestEnvdRouting(t *testing.T) {
 	} {
 		path := "/health"
 		if c.status == 401 {
-			path = "/files?path=/x&signature=v1_sb-nosuch"
+			path = "/files?path=/x&signature_expiration=1900000000&signature=v1_sb-nosuch"
 		}
 		req, _ := http.NewRequest("GET", envd.URL+path, nil)
 		if c.host != "" {

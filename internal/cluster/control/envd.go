@@ -60,6 +60,10 @@ func (s *Server) EnvdHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, port, err := envdRoute(r)
 		if err != nil && isSignedFiles(r) {
+			if !r.URL.Query().Has("signature_expiration") {
+				writeJSON(w, http.StatusUnauthorized, e2bErrorBody{Code: http.StatusUnauthorized, Message: "signature_expiration is required: a signed URL that never expires is refused"})
+				return
+			}
 			// A signed URL names no sandbox: the nodes say whose it is.
 			if id, err = s.signedBy(r); err == nil && id == "" {
 				writeJSON(w, http.StatusUnauthorized, e2bErrorBody{Code: http.StatusUnauthorized, Message: "invalid signature"})

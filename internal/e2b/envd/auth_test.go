@@ -3,27 +3,36 @@ package envd
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
 
 func TestCheckSignature(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	const tok = "token"
+	const tok = "abc123" // access tokens are hex
 	// The e2b SDK signs "<path>:<op>:<user>:<token>[:<exp>]" (user "" when
-	// unset); these signatures were computed with the SDK's getSignature.
-	sig := Sign("/home/user/a.txt:read::token:1800000060")
+	// unset); only the form with an expiration is accepted.
+	sig := Sign("/home/user/a.txt:read::abc123:1800000060")
+	far := "1800604801" // 7 days and a second ahead
 	tests := []struct {
 		name, path, op, user, sig, exp, want string
 	}{
 		{"good", "/home/user/a.txt", "read", "", sig, "1800000060", ""},
-		{"no expiry", "/a", "write", "user", Sign("/a:write:user:token"), "", ""},
-		{"expired", "/a", "read", "", Sign("/a:read::token:1799999999"), "1799999999", msgExpired},
+		{"no expiry", "/a", "write", "user", Sign("/a:write:user:abc123"), "", msgNoExpiration},
+		{"expired", "/a", "read", "", Sign("/a:read::abc123:1799999999"), "1799999999", msgExpired},
+		{"too far ahead", "/a", "read", "", Sign("/a:read::abc123:" + far), far, msgTooFar},
+		{"at the maximum", "/a", "read", "", Sign("/a:read::abc123:1800604800"), "1800604800", ""},
 		{"forged and expired", "/a", "read", "", "v1_forged", "1799999999", msgInvalidSignature},
 		{"other op", "/home/user/a.txt", "write", "", sig, "1800000060", msgInvalidSignature},
 		{"other user", "/home/user/a.txt", "read", "root", sig, "1800000060", msgInvalidSignature},
 		{"other expiry", "/home/user/a.txt", "read", "", sig, "1900000000", msgInvalidSignature},
 		{"bad expiry", "/a", "read", "", sig, "soon", msgBadExpiration},
+		{"expiry with a leading zero", "/a", "read", "", Sign("/a:read::abc123:01800000060"), "01800000060", msgBadExpiration},
+		{"expiry with a sign", "/a", "read", "", Sign("/a:read::abc123:+1800000060"), "+1800000060", msgBadExpiration},
+		// The user "x:abc123" would re-split the string as another request's.
+		{"a user with a colon", "/a:read", "write", "x", Sign("/a:read:write:x:abc123:1800000060"), "1800000060", ""},
+		{"the same string, split otherwise", "/a", "read", "write:x", Sign("/a:read:write:x:abc123:1800000060"), "1800000060", msgInvalidSignature},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,4 +101,33 @@ func FuzzRouting(f *testing.F) {
 		_ = checkSignature(path, "read", "", "tok", sig, exp, time.Unix(0, 0))
 		_, _ = userOf(r.Header)
 	})
+}
+
+// FuzzSignedString: two different requests never share the signed string
+// (so never a signature): whatever the fields, an accepted string reads
+// back, from the right, as exactly the fields it was made of.
+func FuzzSignedString(f *testing.F) {
+	f.Add("/a:read", "write", "x", "abc123", "1800000060")
+	f.Add("/home/user/a.txt", "read", "", "00ff", "1")
+	f.Fuzz(func(t *testing.T, path, op, user, token, exp string) {
+		raw, ok := signedString(path, op, user, token, exp)
+		if !ok {
+			return
+		}
+		rest, e, _ := cutLast(raw)
+		rest, tok, _ := cutLast(rest)
+		rest, u, _ := cutLast(rest)
+		p, o, _ := cutLast(rest)
+		if p != path || o != op || u != user || tok != token || e != exp {
+			t.Fatalf("%q re-reads as (%q %q %q %q %q), not (%q %q %q %q %q)", raw, p, o, u, tok, e, path, op, user, token, exp)
+		}
+	})
+}
+
+func cutLast(s string) (string, string, bool) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return "", s, false
+	}
+	return s[:i], s[i+1:], true
 }

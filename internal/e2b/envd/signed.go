@@ -28,6 +28,10 @@ func Signed(h http.Handler, m *manager.Manager) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
+		if !q.Has(expirationQuery) {
+			unauthorized(w, msgNoExpiration)
+			return
+		}
 		id, err := SignedBy(r.Context(), m, r.Method, q)
 		if err != nil {
 			writeError(w, err)
@@ -51,18 +55,18 @@ func SignedBy(ctx context.Context, m *manager.Manager, method string, q url.Valu
 	if method == http.MethodPost {
 		op = "write"
 	}
-	raw := q.Get("path") + ":" + op + ":" + q.Get("username") + ":"
-	suffix := ""
-	if q.Has(expirationQuery) {
-		suffix = ":" + q.Get(expirationQuery)
-	}
+	exp := q.Get(expirationQuery)
 	sbs, err := m.List(ctx)
 	if err != nil {
 		return "", err
 	}
 	sig := []byte(q.Get(signatureQuery))
 	for _, sb := range sbs {
-		if sb.State == sandbox.Running && subtle.ConstantTimeCompare([]byte(Sign(raw+m.AccessToken(sb)+suffix)), sig) == 1 {
+		if sb.State != sandbox.Running {
+			continue
+		}
+		raw, ok := signedString(q.Get("path"), op, q.Get("username"), m.AccessToken(sb), exp)
+		if ok && subtle.ConstantTimeCompare([]byte(Sign(raw)), sig) == 1 {
 			return sb.ID, nil
 		}
 	}

@@ -53,7 +53,7 @@ describe('signed URLs', () => {
   test('upload and download through signed URLs, no headers', async () => {
     const sbx = await create('base', { timeoutMs: 120_000 })
     expect(sbx.envdAccessToken).toBeTruthy()
-    const up = await sbx.uploadUrl('/home/user/signed.txt')
+    const up = await sbx.uploadUrl('/home/user/signed.txt', { useSignatureExpiration: 120 })
     expect(up).toContain('signature=v1_')
     const form = new FormData()
     form.append('file', new Blob(['signed upload\n']), 'signed.txt')
@@ -77,14 +77,31 @@ describe('signed URLs', () => {
     expect(res.status).toBe(401)
     expect(await res.json()).toEqual({ code: 401, message: 'signature is already expired' })
 
-    const good = new URL(await sbx.downloadUrl('/home/user/secret.txt'))
+    const good = new URL(await sbx.downloadUrl('/home/user/secret.txt', { useSignatureExpiration: 120 }))
     good.searchParams.set('path', '/home/user/other.txt')
     const forged = await fetch(good)
     expect(forged.status).toBe(401)
     expect(await forged.json()).toEqual({ code: 401, message: 'invalid signature' })
     // Through the headers too (the sandbox named, no token).
-    const bad = await envd(sbx, 'GET', '/files?path=/home/user/secret.txt&signature=v1_AAAA', { token: '' })
+    const exp = Math.floor(Date.now() / 1000) + 60
+    const bad = await envd(sbx, 'GET', `/files?path=/home/user/secret.txt&signature=v1_AAAA&signature_expiration=${exp}`, { token: '' })
     expect(bad).toMatchObject({ status: 401, body: { code: 401, message: 'invalid signature' } })
+  })
+
+  test('a signed URL that never expires, or expires too far ahead, is refused', async () => {
+    const sbx = await create('base', { timeoutMs: 120_000 })
+    await sbx.files.write('/home/user/secret.txt', 'secret')
+    const forever = await fetch(await sbx.downloadUrl('/home/user/secret.txt'))
+    expect(forever.status).toBe(401)
+    expect((await forever.json()).message).toMatch(/signature_expiration is required/)
+    const upForever = await fetch(await sbx.uploadUrl('/home/user/x.txt'), { method: 'POST', body: new FormData() })
+    expect(upForever.status).toBe(401)
+    const far = await fetch(await sbx.downloadUrl('/home/user/secret.txt', { useSignatureExpiration: 8 * 24 * 3600 }))
+    expect(far.status).toBe(401)
+    expect(await far.json()).toEqual({ code: 401, message: 'signature_expiration is more than 7 days ahead' })
+    const week = await fetch(await sbx.downloadUrl('/home/user/secret.txt', { useSignatureExpiration: 7 * 24 * 3600 - 60 }))
+    expect(week.status).toBe(200)
+    expect(await week.text()).toBe('secret')
   })
 
   test('signature expiration needs a secured sandbox', async () => {
