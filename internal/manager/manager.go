@@ -145,6 +145,7 @@ type Manager struct {
 	creatingNames map[string]bool
 
 	decisions chan policy.Decision // egress decisions for the event log
+	declog    *decisionLog         // each sandbox's bound on them
 	cas       secretCAs            // live sandboxes' egress CAs (secrets.go)
 	secrets   secretSource         // where secrets are kept (secretstore.go)
 	nfs       nfsServing           // vm sandboxes' volume servers (volumes_nfs.go)
@@ -218,7 +219,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{cfg: cfg, log: cfg.Logger, records: cfg.Records, ctx: lctx, cancel: cancel,
 		handles: map[string]*handle.Handle{}, creatingNames: map[string]bool{}, versions: map[string]string{}, pools: pools,
-		decisions: make(chan policy.Decision, maxPendingDecisions), fillSlot: make(chan struct{}, 1),
+		decisions: make(chan policy.Decision, maxPendingDecisions), declog: newDecisionLog(), fillSlot: make(chan struct{}, 1),
 		starting: make(chan struct{}, cfg.MaxStarting), portConns: portConns, portReports: keylimit.Every{Interval: limitReports}}
 	m.host = &handle.Host{Records: cfg.Records, Log: cfg.Logger, Images: cfg.Images,
 		AgentTimeout: cfg.AgentTimeout, Lifetime: lctx}

@@ -101,26 +101,38 @@ func policyFields(p policy.Policy) map[string]string {
 const maxPendingDecisions = 4096
 
 // RecordDecision queues an egress decision for the sandbox's event log. It
-// never blocks the packet path: when the queue is full the decision is
-// counted as dropped and logged.
+// never blocks the packet path and never loses a decision: one past the
+// sandbox's budget, or met by a full queue, is folded into the sandbox's
+// count for its window (decisionlog.go), told by a limit_reached event.
 func (m *Manager) RecordDecision(d policy.Decision) {
 	if d.Limit == "" { // a fair-share refusal is a bound's, not a policy's
 		m.cfg.Telemetry.Egress(d.Allowed, d.Via)
+		if !m.declog.admit(d, time.Now()) {
+			return
+		}
 	}
 	select {
 	case m.decisions <- d:
 	default:
-		m.log.Warn("egress decision dropped: event queue full", "sandbox", d.SandboxID, "decision", d.String())
+		m.declog.fold(d, time.Now())
 	}
 }
 
-// writeDecisions drains the decision queue into the event log.
+// writeDecisions drains the decision queue into the event log, and each
+// second writes the folds of the windows that ended.
 func (m *Manager) writeDecisions() {
 	defer m.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
+		case now := <-tick.C:
+			for _, r := range m.declog.due(now) {
+				msg, f := r.event()
+				m.event(r.sandbox, "limit_reached", msg, f)
+			}
 		case d := <-m.decisions:
 			if d.Limit != "" {
 				m.limitEvent(d.SandboxID, resourceOf(d.Via), d.Limit, d.LimitMax, d.Refused)
