@@ -14,12 +14,17 @@ import (
 )
 
 func newEventsCmd() *cobra.Command {
-	return &cobra.Command{
+	var after int64
+	var limit int
+	cmd := &cobra.Command{
 		Use:   "events ID",
-		Short: "Print a sandbox's event log",
+		Short: "Print a sandbox's event log (all of it, page after page, unless --limit)",
 		Args:  cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *corral.Client, args []string) error {
-			evs, err := c.Events(ctx, args[0])
+			if limit < 0 || after < 0 {
+				return fmt.Errorf("--limit and --after take a number of at least 0")
+			}
+			evs, err := c.EventsAfter(ctx, args[0], after, limit)
 			if err != nil {
 				return err
 			}
@@ -34,4 +39,7 @@ func newEventsCmd() *cobra.Command {
 			return nil
 		}),
 	}
+	cmd.Flags().Int64Var(&after, "after", 0, "only the events after this sequence number")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many events (0: all)")
+	return cmd
 }

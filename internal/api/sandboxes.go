@@ -228,9 +228,26 @@ func (s *Server) waitSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// maxEventsPage bounds a page of a sandbox's events.
+const maxEventsPage = 1000
+
 func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
-	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
-	evs, err := s.m.Events(r.Context(), r.PathValue("id"), after, 1000)
+	q := r.URL.Query()
+	after, limit := int64(0), maxEventsPage
+	var err error
+	if v := q.Get("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			s.writeError(w, errdefs.Invalid("after", "%q is not an event sequence number", v))
+			return
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxEventsPage {
+			s.writeError(w, errdefs.Invalid("limit", "%q: want 1 to %d", v, maxEventsPage))
+			return
+		}
+	}
+	evs, err := s.m.Events(r.Context(), r.PathValue("id"), after, limit)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -238,6 +255,9 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 	out := apiv1.EventList{Events: []apiv1.Event{}}
 	for _, e := range evs {
 		out.Events = append(out.Events, apiv1.Event{Seq: e.Seq, Time: e.Time, Kind: e.Kind, Message: s.red.String(e.Message), Fields: s.redactFields(e.Fields)})
+	}
+	if len(evs) == limit {
+		out.Next = evs[len(evs)-1].Seq
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -3,6 +3,7 @@ package manager
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -45,7 +46,7 @@ type decisionBucket struct {
 	start   time.Time // of the window with folds; zero: none
 	folded  int
 	counts  map[foldKey]int
-	other   int
+	other   map[string]int // by protocol, past DecisionKeys
 	lastDec time.Time
 }
 
@@ -91,7 +92,7 @@ func (l *decisionLog) fold(d policy.Decision, now time.Time) {
 
 func (b *decisionBucket) fold(d policy.Decision, now time.Time) {
 	if b.start.IsZero() {
-		b.start, b.counts = now, map[foldKey]int{}
+		b.start, b.counts, b.other = now, map[foldKey]int{}, map[string]int{}
 	}
 	b.folded++
 	k := keyOf(d)
@@ -99,7 +100,17 @@ func (b *decisionBucket) fold(d policy.Decision, now time.Time) {
 		b.counts[k]++
 		return
 	}
-	b.other++
+	b.other[k.verdict+" "+k.proto]++
+}
+
+// foldDomain is a DNS name as folds count it: its last two labels, so a
+// flood of made-up subdomains is one destination.
+func foldDomain(name string) string {
+	labels := strings.Split(strings.TrimSuffix(name, "."), ".")
+	if len(labels) <= 2 {
+		return name
+	}
+	return "*." + strings.Join(labels[len(labels)-2:], ".")
 }
 
 func keyOf(d policy.Decision) foldKey {
@@ -112,7 +123,7 @@ func keyOf(d policy.Decision) foldKey {
 		dest = append(dest, netip.AddrPortFrom(d.Dst, d.Port).String())
 	}
 	if d.Domain != "" {
-		dest = append(dest, d.Domain)
+		dest = append(dest, foldDomain(d.Domain))
 	}
 	s := strings.Join(dest, " ")
 	if len(s) > maxFoldDest {
@@ -135,7 +146,7 @@ type foldReport struct {
 	window  time.Duration
 	folded  int
 	counts  map[foldKey]int
-	other   int
+	other   map[string]int
 }
 
 // due takes the reports of the windows that have ended by now, and
@@ -147,7 +158,7 @@ func (l *decisionLog) due(now time.Time) []foldReport {
 	for id, b := range l.buckets {
 		if !b.start.IsZero() && now.Sub(b.start) >= DecisionWindow {
 			out = append(out, foldReport{sandbox: id, start: b.start, window: now.Sub(b.start), folded: b.folded, counts: b.counts, other: b.other})
-			b.start, b.folded, b.counts, b.other = time.Time{}, 0, nil, 0
+			b.start, b.folded, b.counts, b.other = time.Time{}, 0, nil, nil
 		}
 		if b.start.IsZero() && now.Sub(b.lastDec) > time.Duration(DecisionBurst/DecisionRate)*time.Second {
 			delete(l.buckets, id)
@@ -180,8 +191,9 @@ func (r foldReport) event() (string, map[string]string) {
 		}
 		parts = append(parts, p)
 	}
-	if r.other > 0 {
-		parts = append(parts, fmt.Sprintf("other destinations ×%d", r.other))
+	others := slices.Sorted(maps.Keys(r.other))
+	for _, k := range others {
+		parts = append(parts, fmt.Sprintf("%s other destinations ×%d", k, r.other[k]))
 	}
 	secs := int(r.window.Round(time.Second) / time.Second)
 	msg := fmt.Sprintf("network decisions past %d a second (burst %d) folded: %d in %d s: %s",

@@ -41,15 +41,15 @@ func TestDecisionLogFolds(t *testing.T) {
 		t.Fatalf("reports %+v", reps)
 	}
 	r := reps[0]
-	total := r.other
+	total := r.other["denied tcp"]
 	for _, n := range r.counts {
 		total += n
 	}
-	if r.folded != sent-DecisionBurst || total != r.folded || len(r.counts) != DecisionKeys || r.other == 0 {
-		t.Fatalf("folded %d (want %d), counted %d, %d keys, other %d", r.folded, sent-DecisionBurst, total, len(r.counts), r.other)
+	if r.folded != sent-DecisionBurst || total != r.folded || len(r.counts) != DecisionKeys || r.other["denied tcp"] == 0 {
+		t.Fatalf("folded %d (want %d), counted %d, %d keys, other %d", r.folded, sent-DecisionBurst, total, len(r.counts), r.other["denied tcp"])
 	}
 	msg, f := r.event()
-	if f["folded"] != fmt.Sprint(sent-DecisionBurst) || !strings.Contains(msg, "denied tcp 10.0.0.") || !strings.Contains(msg, "other destinations ×") {
+	if f["folded"] != fmt.Sprint(sent-DecisionBurst) || !strings.Contains(msg, "denied tcp 10.0.0.") || !strings.Contains(msg, "denied tcp other destinations ×") {
 		t.Errorf("event %q %v", msg, f)
 	}
 	if len(msg) > 4096 {
@@ -64,6 +64,14 @@ func TestDecisionLogFolds(t *testing.T) {
 	}
 	if n != DecisionRate*20 {
 		t.Errorf("%d detailed after 20 s, want %d", n, DecisionRate*20)
+	}
+}
+
+func TestFoldDomain(t *testing.T) {
+	for in, want := range map[string]string{"a.b.flood.test": "*.flood.test", "flood.test": "flood.test", "x": "x", "a.example.com.": "*.example.com"} {
+		if got := foldDomain(in); got != want {
+			t.Errorf("foldDomain(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

@@ -279,6 +279,8 @@ type Event struct {
 // EventList is the body of GET /v1/sandboxes/{id}/events.
 type EventList struct {
 	Events []Event `json:"events"`
+	// Next, when set, is the after= of the next page: this page was full.
+	Next int64 `json:"next,omitempty"`
 }
 
 // Version is the body of GET /v1/version.

@@ -98,7 +98,7 @@ func TestPortsOriginBrowser(t *testing.T) {
 func waitServing(t *testing.T, d *daemon, id string) {
 	t.Helper()
 	for i := 0; i < 100; i++ {
-		_, stderr, code := d.cli("", "exec", id, "--", "python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/ping')")
+		_, stderr, code := d.cli("", "exec", id, "--", "python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/')")
 		if code == 0 {
 			return
 		}

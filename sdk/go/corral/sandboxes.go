@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 
 	"corral/pkg/apiv1"
 )
@@ -92,11 +93,32 @@ func (c *Client) Logs(ctx context.Context, id string, follow bool) (io.ReadClose
 
 // Events returns a sandbox's event log.
 func (c *Client) Events(ctx context.Context, id string) ([]apiv1.Event, error) {
-	var out apiv1.EventList
-	if err := c.call(ctx, "GET", sbPath(id, "/events"), nil, nil, &out); err != nil {
-		return nil, err
+	return c.EventsAfter(ctx, id, 0, 0)
+}
+
+// EventsAfter returns sandbox id's events after sequence number after,
+// oldest first, following the pages to the end, or to max events when
+// max > 0.
+func (c *Client) EventsAfter(ctx context.Context, id string, after int64, max int) ([]apiv1.Event, error) {
+	var all []apiv1.Event
+	for {
+		var page apiv1.EventList
+		q := url.Values{}
+		if after > 0 {
+			q.Set("after", strconv.FormatInt(after, 10))
+		}
+		if err := c.call(ctx, "GET", sbPath(id, "/events"), q, nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Events...)
+		if max > 0 && len(all) >= max {
+			return all[:max], nil
+		}
+		if page.Next == 0 || page.Next <= after {
+			return all, nil
+		}
+		after = page.Next
 	}
-	return out.Events, nil
 }
 
 // Version reports the daemon's version, runtimes and warm pool.
