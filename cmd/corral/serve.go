@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"corral/internal/daemon"
@@ -16,6 +19,8 @@ import (
 func newServeCmd() *cobra.Command {
 	cfg := daemon.Config{}
 	var level, logFile, logFormat string
+	var logMaxMB int64
+	var logMaxFiles int
 	var caCerts []string
 	var auditOn bool
 	var metering bool
@@ -31,13 +36,15 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := os.Stderr
+			var out io.Writer = os.Stderr
 			if logFile != "" {
-				f, err := daemon.OpenLog(logFile)
+				f, err := daemon.OpenLogFile(logFile, logMaxMB<<20, logMaxFiles)
 				if err != nil {
 					return err
 				}
 				defer f.Close()
+				stop := reopenOnHUP(f)
+				defer stop()
 				out = f
 			}
 			if cfg.Logger, err = newLogger(out, logFormat, lv); err != nil {
@@ -100,7 +107,9 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&metering, "metering", true, "meter each sandbox's usage (CPU-seconds, memory, network bytes, disk, wall time; corral usage, GET /v1/usage)")
 	f.DurationVar(&cfg.Metering.Retention, "usage-retention", manager.DefaultUsageRetention,
 		"how long after a sandbox ends its usage record is kept, then pruned in the background; 0: forever")
-	f.StringVar(&logFile, "log-file", "", "append the log to this file (created 0600, an existing one made 0600) instead of stderr")
+	f.StringVar(&logFile, "log-file", "", "append the log to this file (created 0600, an existing one made 0600) instead of stderr; rotated by size, and reopened on SIGHUP")
+	f.Int64Var(&logMaxMB, "log-max-size", 100, "rotate --log-file when it would pass this many MiB (to FILE.1, FILE.2, ...); 0: never")
+	f.IntVar(&logMaxFiles, "log-max-files", 5, "rotated log files kept beside --log-file")
 	f.BoolVar(&cfg.Net.Disabled, "no-network", false, "run every sandbox without a network (block_network)")
 	f.Var(prefixValue{&cfg.Net.Pool}, "net-pool", "sandbox address pool, a /30 per sandbox (default 10.88.0.0/16)")
 	f.StringVar(&cfg.Net.Table, "net-table", "corral", "nftables table the daemon owns")
@@ -127,4 +136,25 @@ func (v warmPoolsValue) Set(s string) error {
 	}
 	*v.p = append(*v.p, c)
 	return nil
+}
+
+// reopenOnHUP reopens f on each SIGHUP (for logrotate and the like) until
+// the returned stop is called.
+func reopenOnHUP(f *daemon.LogFile) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if err := f.Reopen(); err != nil {
+					fmt.Fprintf(os.Stderr, "corral: reopening the log on SIGHUP: %v\n", err)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
 }

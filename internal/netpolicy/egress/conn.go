@@ -79,7 +79,7 @@ func (p *Proxy) handle(ctx context.Context, c *net.TCPConn, sandboxID string, po
 		}
 		p.injected(Injection{SandboxID: sandboxID, Host: d.Domain, Skipped: "plain HTTP: secret headers go over TLS only"})
 	}
-	p.forward(ctx, c, dst, peeked, log)
+	p.forward(ctx, c, sandboxID, dst, peeked, log)
 }
 
 // checkAddr applies everything but names: the proxy itself, the host's
@@ -144,13 +144,18 @@ func (p *Proxy) decide(d policy.Decision, allowed bool, reason string) {
 	p.cfg.Decide(d)
 }
 
-// forward dials dst, replays what was peeked and splices both ways.
-func (p *Proxy) forward(ctx context.Context, c *net.TCPConn, dst netip.AddrPort, peeked []byte, log *slog.Logger) {
+// forward dials dst, replays what was peeked and splices both ways. A
+// failed dial is logged at most once a second per sandbox, with the count
+// of those not logged (a sandbox dialling dead addresses in a loop must
+// not fill the daemon's log).
+func (p *Proxy) forward(ctx context.Context, c *net.TCPConn, sandboxID string, dst netip.AddrPort, peeked []byte, log *slog.Logger) {
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	up, err := p.cfg.Dial(dctx, "tcp", dst.String())
 	cancel()
 	if err != nil {
-		log.Info("dialing allowed destination", "dst", dst, "err", err)
+		if ok, n := p.dialFails.Allow(sandboxID, time.Now()); ok {
+			log.Info("dialing allowed destination", "dst", dst, "err", err, "failed_dials", n)
+		}
 		c.SetLinger(0) // a reset, as the destination would have sent
 		return
 	}

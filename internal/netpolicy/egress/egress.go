@@ -131,7 +131,9 @@ type Proxy struct {
 	reports keylimit.Every   // refusal reports, per sandbox and bound
 	// injections paces Injected reports.
 	injections keylimit.Every
-	local      localAddrs
+	// dialFails paces the log lines of failed dials, per sandbox.
+	dialFails keylimit.Every
+	local     localAddrs
 }
 
 // New checks cfg, fills in defaults and returns a Proxy.
@@ -178,6 +180,7 @@ func New(cfg Config) (*Proxy, error) {
 		shares:     shares,
 		reports:    keylimit.Every{Interval: refusalReports},
 		injections: keylimit.Every{Interval: refusalReports},
+		dialFails:  keylimit.Every{Interval: refusalReports},
 		local:      localAddrs{list: cfg.LocalAddrs},
 	}, nil
 }
