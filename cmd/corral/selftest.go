@@ -69,6 +69,7 @@ func newSelftestCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/corral", "the daemon's --state-dir (for the host's evidence)")
 	f.StringVar(&cfg.DaemonLog, "daemon-log", "/var/log/corral.log", "the daemon's log file, searched for secrets (skipped if absent)")
+	f.StringVar(&cfg.EnvdURL, "envd", "http://127.0.0.1:49983", "the daemon's E2B envd face (its --envd-listen), for the signed-URL case")
 	f.StringSliceVar(&cfg.Cases, "case", nil, "run only the cases whose names start with these (e.g. reach/,exhaust/disk)")
 	return cmd
 }

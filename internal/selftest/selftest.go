@@ -32,6 +32,7 @@ type Config struct {
 	DaemonLog string   // the daemon's log file, searched for secrets ("" to skip)
 	ProbeBin  string   // the binary uploaded as the probe (default: this one)
 	Cases     []string // run only the cases whose name starts with one of these
+	EnvdURL   string   // the daemon's E2B envd face ("": its cases are inconclusive)
 	Log       io.Writer
 }
 

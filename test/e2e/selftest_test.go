@@ -27,7 +27,7 @@ func TestSelftest(t *testing.T) {
 	d := startDaemonTee(t, logFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "selftest", "--runtime", "all", "--state-dir", d.state, "--daemon-log", logPath)
+	cmd := exec.CommandContext(ctx, binary, "selftest", "--runtime", "all", "--state-dir", d.state, "--daemon-log", logPath, "--envd", "http://"+d.envd)
 	cmd.Env = append(os.Environ(), "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token)
 	var out, progress bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &progress
