@@ -47,7 +47,7 @@ describe('envd filesystem rules', () => {
   })
 
   test('listings are in name order', async () => {
-    const names = ['b', 'a-b', 'C', 'a', '_x', 'c']
+    const names = ['b', 'a-b', 'C', '_x', 'c']
     await sbx.files.write(names.map((n) => ({ path: `${dir}/sorted/${n}`, data: n })))
     await sbx.files.makeDir(`${dir}/sorted/a/inner`)
     const top = await sbx.files.list(`${dir}/sorted`)
