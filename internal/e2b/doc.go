@@ -17,6 +17,7 @@ package e2b
 // report: the SDK gates features on it (e2b 2.51.0: 0.1.0 to run at all,
 // 0.1.4 recursive watch, 0.1.5 metrics, 0.3.0 stdin:false, 0.4.0 no
 // default user "user", 0.5.2 closeStdin, 0.5.7 octet-stream upload,
-// 0.6.2 file metadata, 0.6.3 watch events with entries), so it must be no
-// higher than what the envd face implements (envd.Version).
-const EnvdVersion = "0.6.2"
+// 0.6.2 file metadata, 0.6.3 watch events with entries, 0.6.4 watchDir's
+// allowNetworkMounts), so it must be no higher than what the envd face
+// implements (envd.Version).
+const EnvdVersion = "0.6.4"

@@ -22,8 +22,10 @@ type ExecParams struct {
 	Args []string
 	Env  map[string]string
 	// Cwd is the working directory: the sandbox's workdir when empty, and
-	// resolved against it when relative.
-	Cwd string
+	// resolved against it when relative (against the user's home instead
+	// with CwdFromHome, envd's rule).
+	Cwd         string
+	CwdFromHome bool
 	// User runs the process: the sandbox's default user when empty.
 	User    string
 	Stdin   bool
@@ -76,7 +78,7 @@ func (s Processes) Exec(ctx context.Context, id string, p ExecParams) (*Process,
 		env = mergeEnvMap(env, senv)
 	}
 	req := agentapi.StartRequest{
-		Args: p.Args, Env: env, Cwd: inWorkdir(spec.Workdir, p.Cwd),
+		Args: p.Args, Env: env, Cwd: execCwd(spec.Workdir, p),
 		User: or(p.User, spec.User), Stdin: p.Stdin, PTY: p.PTY, TimeoutMS: p.Timeout.Milliseconds(), Tag: p.Tag,
 		KillTree: p.KillTree,
 	}
@@ -86,6 +88,15 @@ func (s Processes) Exec(ctx context.Context, id string, p ExecParams) (*Process,
 		return nil, err
 	}
 	return &Process{stream: stream, release: a.release, onEnd: s.m.oomEnd(a.h, time.Now()), onStart: s.m.execTimer(a.h, t0), audit: s.m.auditExec(ctx, id, req)}, nil
+}
+
+// execCwd is the cwd an exec's agent gets: relative ones stay relative
+// with CwdFromHome (the agent resolves them against the user's home).
+func execCwd(workdir string, p ExecParams) string {
+	if p.CwdFromHome && p.Cwd != "" {
+		return p.Cwd
+	}
+	return inWorkdir(workdir, p.Cwd)
 }
 
 // inWorkdir is p resolved against the sandbox's workdir: the workdir for an

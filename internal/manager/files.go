@@ -19,8 +19,30 @@ import (
 // Files is the file service: the files of running sandboxes, through their
 // agents, with the defaults an exec gets. User (empty: the sandbox's
 // default user) owns what a call creates, and a relative path resolves
-// against the sandbox's workdir (or, with none, the user's home).
-type Files struct{ m *Manager }
+// against the sandbox's workdir (or, with none, the user's home); see
+// FromHome for the other rule.
+type Files struct {
+	m *Manager
+	// fromHome: relative paths resolve against the user's home.
+	fromHome bool
+}
+
+// FromHome is the file service with E2B's envd rule: a relative path
+// resolves against the home of the user the call runs as (the agent reads
+// it from the sandbox's /etc/passwd), never against the sandbox's workdir.
+func (s Files) FromHome() Files {
+	s.fromHome = true
+	return s
+}
+
+// resolvePath is p as the agent gets it: unchanged where relative paths
+// start at the user's home, else resolved against the workdir.
+func (s Files) resolvePath(workdir, p string) string {
+	if s.fromHome {
+		return p
+	}
+	return inWorkdir(workdir, p)
+}
 
 // target is a file call's agent, user and resolved path.
 type target struct {
@@ -34,7 +56,7 @@ func (s Files) open(ctx context.Context, id, path, user string) (*target, error)
 	if err != nil {
 		return nil, err
 	}
-	return &target{acquired: a, user: or(user, a.rec.Spec.User), path: inWorkdir(a.rec.Spec.Workdir, path)}, nil
+	return &target{acquired: a, user: or(user, a.rec.Spec.User), path: s.resolvePath(a.rec.Spec.Workdir, path)}, nil
 }
 
 // Read opens a file for reading: its body and size. The sandbox counts as
@@ -142,7 +164,7 @@ func (s Files) Rename(ctx context.Context, id, from, to, user string) (agentapi.
 		return agentapi.EntryInfo{}, err
 	}
 	defer t.release()
-	dst := inWorkdir(t.rec.Spec.Workdir, to)
+	dst := s.resolvePath(t.rec.Spec.Workdir, to)
 	e, err := t.agent.Rename(ctx, t.path, dst, t.user)
 	s.m.auditFile(ctx, id, "file_rename", map[string]string{"path": t.path, "to": dst}, err)
 	return e, err

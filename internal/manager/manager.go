@@ -229,7 +229,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if n := cfg.Network; n != nil && n.Layer != nil {
 		m.host.Network, m.host.ForgetDNS = n.Layer, n.Forget
 	}
-	m.procs, m.files, m.ports, m.snaps, m.images = Processes{m}, Files{m}, Ports{m}, Snapshots{m}, Images{m}
+	m.procs, m.files, m.ports, m.snaps, m.images = Processes{m}, Files{m: m}, Ports{m}, Snapshots{m}, Images{m}
 	m.wg.Add(1)
 	go m.writeDecisions()
 	if m.sampler = m.newSampler(); m.sampler != nil {

@@ -149,6 +149,13 @@ func TestEnvdFilesystem(t *testing.T) {
 	if _, err := c.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/root/d/e/b.txt"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("Stat in a removed tree: %v", err)
 	}
+	// As with envd, removing what is not there (or whose parent is not)
+	// succeeds.
+	for _, p := range []string{"/root/d/e", "/root/d/e/x/y"} {
+		if _, err := c.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: p})); err != nil {
+			t.Errorf("Remove of missing %s: %v", p, err)
+		}
+	}
 
 	testEnvdLargeFile(t, c)
 	testEnvdWatch(ctx, t, d, c, id)

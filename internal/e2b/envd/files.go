@@ -71,7 +71,7 @@ func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	body, size, err := s.m.Files().Read(r.Context(), sandboxID(r.Header), p, user)
+	body, size, err := s.files().Read(r.Context(), sandboxID(r.Header), p, user)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -225,7 +225,7 @@ func rawFileName(part *multipart.Part) string {
 // maxFileSize, its metadata replaced by md.
 func (s *Server) write(r *http.Request, p, user string, body io.Reader, md *agentapi.XattrSet) (fileEntry, error) {
 	lr := &limitReader{r: body, n: maxFileSize}
-	e, err := s.m.Files().WriteWith(r.Context(), sandboxID(r.Header), p, lr, 0, user, agentapi.WriteOptions{InPlace: true, Xattrs: md})
+	e, err := s.files().WriteWith(r.Context(), sandboxID(r.Header), p, lr, 0, user, agentapi.WriteOptions{InPlace: true, Xattrs: md})
 	if lr.over {
 		return fileEntry{}, fmt.Errorf("%w: a file over %d bytes", errdefs.ErrResourceExhausted, int64(maxFileSize))
 	}

@@ -2,18 +2,25 @@ package envd
 
 import (
 	"context"
+	"errors"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"corral/internal/agentapi"
 	"corral/internal/e2b/envd/gen/filesystem"
+	"corral/internal/errdefs"
 )
 
 // filesystemService is filesystem.Filesystem over the manager's file
 // service: paths resolve inside the sandbox (relative ones against its
 // workdir, or the user's home), as the requesting user.
 type filesystemService struct{ s *Server }
+
+// maxListedLinks bounds the symlinks one ListDir follows (each costs the
+// agent a stat per link on its chain); later ones are listed as links,
+// their target as read.
+const maxListedLinks = 256
 
 // maxPath bounds a path in any request.
 const maxPath = 4096
@@ -47,11 +54,11 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	e, err := f.s.m.Files().StatXattrs(ctx, id, req.Msg.GetPath(), user, metadataXattr)
+	e, err := f.s.files().StatXattrs(ctx, id, req.Msg.GetPath(), user, metadataXattr)
 	if err != nil {
 		return nil, f.s.connectErr(err)
 	}
-	return connect.NewResponse(&filesystem.StatResponse{Entry: entryInfo(e)}), nil
+	return connect.NewResponse(&filesystem.StatResponse{Entry: f.s.followLink(ctx, id, user, entryInfo(e))}), nil
 }
 
 // MakeDir creates a directory and its parents; an existing one is
@@ -61,10 +68,10 @@ func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 	if err != nil {
 		return nil, err
 	}
-	if e, err := f.s.m.Files().Stat(ctx, id, req.Msg.GetPath(), user); err == nil {
+	if e, err := f.s.files().Stat(ctx, id, req.Msg.GetPath(), user); err == nil {
 		return nil, connect.NewError(connect.CodeAlreadyExists, errAlreadyExists(e.Path))
 	}
-	e, err := f.s.m.Files().MakeDir(ctx, id, req.Msg.GetPath(), 0o755, user)
+	e, err := f.s.files().MakeDir(ctx, id, req.Msg.GetPath(), 0o755, user)
 	if err != nil {
 		return nil, f.s.connectErr(err)
 	}
@@ -79,14 +86,21 @@ func (f *filesystemService) Move(ctx context.Context, req *connect.Request[files
 	if err := checkPath("destination", req.Msg.GetDestination()); err != nil {
 		return nil, err
 	}
-	e, err := f.s.m.Files().Rename(ctx, id, req.Msg.GetSource(), req.Msg.GetDestination(), user)
+	e, err := f.s.files().Rename(ctx, id, req.Msg.GetSource(), req.Msg.GetDestination(), user)
 	if err != nil {
 		return nil, f.s.connectErr(err)
+	}
+	// The renamed entry as Stat describes it: its metadata and a
+	// symlink's target (the rename itself is done; a failed look is the
+	// rename's own answer).
+	if full, err := f.s.files().StatXattrs(ctx, id, e.Path, user, metadataXattr); err == nil {
+		e = full
 	}
 	return connect.NewResponse(&filesystem.MoveResponse{Entry: entryInfo(e)}), nil
 }
 
-// ListDir lists a directory to depth levels (0 and 1: its entries only).
+// ListDir lists a directory to depth levels (0 and 1: its entries only),
+// in the order of a walk that visits names in byte order, as envd does.
 func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error) {
 	id, user, err := call(req.Header(), "path", req.Msg.GetPath())
 	if err != nil {
@@ -96,24 +110,38 @@ func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	if depth > agentapi.MaxListDepth {
 		return nil, invalid("depth", "at most %d", agentapi.MaxListDepth)
 	}
-	es, err := f.s.m.Files().ListXattrs(ctx, id, req.Msg.GetPath(), depth, user, metadataXattr)
+	es, err := f.s.files().ListXattrs(ctx, id, req.Msg.GetPath(), depth, user, metadataXattr)
 	if err != nil {
 		return nil, f.s.connectErr(err)
 	}
 	out := &filesystem.ListDirResponse{Entries: make([]*filesystem.EntryInfo, 0, len(es))}
+	sortWalkOrder(es)
+	links := 0
 	for _, e := range es {
-		out.Entries = append(out.Entries, entryInfo(e))
+		ei := entryInfo(e)
+		if e.Type == agentapi.EntrySymlink && links < maxListedLinks {
+			links++
+			ei = f.s.followLink(ctx, id, user, ei)
+		}
+		out.Entries = append(out.Entries, ei)
 	}
 	return connect.NewResponse(out), nil
 }
 
-// Remove removes a file or a directory tree.
+// Remove removes a file or a directory tree; a path that is not there is
+// removed already (envd's answer too), in a sandbox that is.
 func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error) {
 	id, user, err := call(req.Header(), "path", req.Msg.GetPath())
 	if err != nil {
 		return nil, err
 	}
-	if err := f.s.m.Files().Remove(ctx, id, req.Msg.GetPath(), true, user); err != nil {
+	err = f.s.files().Remove(ctx, id, req.Msg.GetPath(), true, user)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		if _, gone := f.s.record(ctx, id); gone == nil {
+			err = nil
+		}
+	}
+	if err != nil {
 		return nil, f.s.connectErr(err)
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil

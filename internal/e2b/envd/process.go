@@ -50,7 +50,7 @@ func execParams(m *process.StartRequest, h map[string][]string) (manager.ExecPar
 		return manager.ExecParams{}, err
 	}
 	p := manager.ExecParams{
-		Args: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(), Cwd: cfg.GetCwd(),
+		Args: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(), Cwd: cfg.GetCwd(), CwdFromHome: true,
 		User: user, Stdin: m.Stdin == nil || *m.Stdin, Tag: m.GetTag(),
 	}
 	if m.Pty != nil {

@@ -24,10 +24,12 @@ const Port = 49983
 // Version is the envd version this face implements as far as the e2b SDK's
 // version gates go (see README): the process and filesystem API with
 // stdin:false (0.3.0), no forced default user (0.4.0), CloseStdin (0.5.2)
-// octet-stream uploads (0.5.7) and file metadata (0.6.2: X-Metadata-* kept as
-// user.e2b.* attributes, reported by Stat and ListDir); not watch events
-// carrying entries (0.6.3).
-const Version = "0.6.2"
+// octet-stream uploads (0.5.7), file metadata (0.6.2: X-Metadata-* kept as
+// user.e2b.* attributes, reported by Stat and ListDir), watch events
+// carrying entries (0.6.3: includeEntry) and watchDir's allowNetworkMounts
+// (0.6.4: accepted; Corral never refuses a watch on a network mount, so
+// the flag changes nothing here, see docs/E2B.md).
+const Version = "0.6.4"
 
 // maxMessage bounds one Connect request message.
 const maxMessage = 8 << 20
@@ -134,3 +136,8 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 func (s *Server) record(ctx context.Context, id string) (*sandbox.Sandbox, error) {
 	return s.m.Get(ctx, id)
 }
+
+// files is the manager's file service with envd's path rule: a relative
+// path resolves against the requesting user's home (root's is /root), not
+// the sandbox's workdir.
+func (s *Server) files() manager.Files { return s.m.Files().FromHome() }

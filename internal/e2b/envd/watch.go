@@ -35,7 +35,7 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 	if err != nil {
 		return err
 	}
-	ws, err := f.s.m.Files().Watch(ctx, id, req.Msg.GetPath(), req.Msg.GetRecursive(), user)
+	ws, err := f.s.files().Watch(ctx, id, req.Msg.GetPath(), req.Msg.GetRecursive(), user)
 	if err != nil {
 		return f.s.connectErr(err)
 	}
@@ -102,7 +102,7 @@ func (s *Server) fsEvent(ctx context.Context, id, user string, ev agentapi.Watch
 	}
 	out := &filesystem.FilesystemEvent{Name: ev.Name, Type: t}
 	if withEntry && t != filesystem.EventType_EVENT_TYPE_REMOVE && t != filesystem.EventType_EVENT_TYPE_RENAME {
-		if e, err := s.m.Files().Stat(ctx, id, ev.Path, user); err == nil {
+		if e, err := s.files().Stat(ctx, id, ev.Path, user); err == nil {
 			out.Entry = entryInfo(e)
 		}
 	}
@@ -140,7 +140,7 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stream, err := f.s.m.Files().Watch(wctx, id, req.Msg.GetPath(), req.Msg.GetRecursive(), user)
+	stream, err := f.s.files().Watch(wctx, id, req.Msg.GetPath(), req.Msg.GetRecursive(), user)
 	if err != nil {
 		cancel()
 		return nil, f.s.connectErr(err)

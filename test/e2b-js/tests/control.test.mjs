@@ -25,7 +25,7 @@ describe('a sandbox from base', () => {
     expect(info.templateId).toBe('base')
     expect(info.state).toBe('running')
     expect(info.metadata).toEqual({ suite: run, role: 'first' })
-    expect(info.envdVersion).toBe('0.6.2')
+    expect(info.envdVersion).toBe('0.6.4')
     expect(info.cpuCount).toBeGreaterThan(0)
     expect(info.memoryMB).toBeGreaterThan(0)
     const left = info.endAt.getTime() - Date.now()
