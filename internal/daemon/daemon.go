@@ -286,7 +286,10 @@ func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, sec
 	native := api.New(m, b, token, version, log)
 	native.SetAudit(trail)
 	var ports http.Handler
-	if cfg.PortsListen != "" {
+	// A cluster node serves no browser (its links are TLS pinned for the
+	// control planes): browsers reach ports through a control plane's
+	// envd face, by host.
+	if cfg.PortsListen != "" && cfg.Cluster.DB == "" {
 		scheme := "http"
 		if secure {
 			scheme = "https"
