@@ -87,9 +87,10 @@ func (s *Server) PortsHandler(domain string) http.Handler {
 			s.writeError(w, err)
 			return
 		}
-		if fromQuery && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			// Keep the token in this origin's cookie and drop it from the
-			// address bar (and from what the sandbox's logs would see).
+		if fromQuery && websession.FromBrowser(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			// A browser keeps the token in this origin's cookie, for the
+			// page's own requests, and drops it from the address bar.
+			// (A program's ?corral_token= is stripped before the sandbox.)
 			http.SetCookie(w, &http.Cookie{Name: websession.PortCookie, Value: token, Path: "/", HttpOnly: true,
 				Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
 			u := *r.URL

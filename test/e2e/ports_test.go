@@ -77,7 +77,9 @@ func TestExposedPorts(t *testing.T) {
 		body   string
 	}{
 		{"origin, no token", "http://8000-" + id + "." + d.portsDomain() + "/", nil, 401, "token"},
-		{"url with token (then its cookie)", url + "&x=1", nil, 200, "hello-from-sandbox"},
+		{"url with token (a program)", url + "&x=1", nil, 200, "hello-from-sandbox"},
+		{"url with token (a browser, then its cookie)", url + "&x=1", map[string]string{"Sec-Fetch-Mode": "navigate"}, 200, "hello-from-sandbox"},
+		{"origin, the cookie", "http://8000-" + id + "." + d.portsDomain() + "/index.html", nil, 200, "hello-from-sandbox"},
 		{"origin, header token", "http://8000-" + id + "." + d.portsDomain() + "/index.html", map[string]string{"X-Corral-Port-Token": token}, 200, "hello-from-sandbox"},
 		{"origin, public port", pub + "/index.html", nil, 200, "hello-from-sandbox"},
 		{"origin, another domain", "http://8001-" + id + ".example.com/", nil, 400, "Host"},
