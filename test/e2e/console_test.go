@@ -25,18 +25,7 @@ import (
 // a browser: the session cookie's attributes and the CSRF and origin
 // checks, and the PTY WebSocket with a bearer token.
 func TestConsole(t *testing.T) {
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("needs node and npm (the console's browser tests are an npm project)")
-	}
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("needs Debian's chromium (scripts/deps.sh installs it)")
-	}
-	proj, err := filepath.Abs("../console-js")
-	if err != nil {
-		t.Fatal(err)
-	}
+	npm, chromium, proj := browserProject(t)
 	w := newWorld(t)
 	logs := &lockedBuffer{}
 	d := startDaemonTee(t, logs, "--dns-upstream", w.dnsAddr, "--metrics-interval", "1s")
@@ -73,6 +62,23 @@ func TestConsole(t *testing.T) {
 	})
 	t.Run("cookie and origin checks", func(t *testing.T) { consoleChecks(t, d) })
 	t.Run("pty with a bearer token", func(t *testing.T) { consolePTY(ctx, t, d) })
+}
+
+// browserProject is npm, Debian's chromium and the browser tests' npm
+// project (test/console-js), or a skip saying which is missing.
+func browserProject(t *testing.T) (npm, chromium, proj string) {
+	t.Helper()
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("needs node and npm (the browser tests are an npm project)")
+	}
+	if chromium, err = exec.LookPath("chromium"); err != nil {
+		t.Skip("needs Debian's chromium (scripts/deps.sh installs it)")
+	}
+	if proj, err = filepath.Abs("../console-js"); err != nil {
+		t.Fatal(err)
+	}
+	return npm, chromium, proj
 }
 
 // consoleRequests lists what the page asked for: the public API, the

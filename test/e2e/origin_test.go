@@ -20,18 +20,7 @@ import (
 // or Authorization header; the cookie it tries to plant does not replace
 // the console's session.
 func TestPortsOriginBrowser(t *testing.T) {
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("needs node and npm (the browser tests are an npm project)")
-	}
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("needs Debian's chromium (scripts/deps.sh installs it)")
-	}
-	proj, err := filepath.Abs("../console-js")
-	if err != nil {
-		t.Fatal(err)
-	}
+	npm, chromium, proj := browserProject(t)
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
