@@ -138,7 +138,7 @@ func newForkCmd() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.Flags().IntVarP(&n, "count", "n", 1, "number of copies (1 to 16)")
+	cmd.Flags().IntVarP(&n, "count", "n", 1, "number of copies (1 to 100)")
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -196,7 +197,9 @@ func TestBadInput(t *testing.T) {
 		{"list bad state", "GET", "/v2/sandboxes?state=dead", "", 400, "state"},
 		{"list bad limit", "GET", "/v2/sandboxes?limit=0", "", 400, "limit"},
 		{"list bad token", "GET", "/v2/sandboxes?nextToken=zzz", "", 400, "next"},
-		{"list unknown filter", "GET", "/v2/sandboxes?template=base", "", 400, "template"},
+		{"list unknown filter", "GET", "/v2/sandboxes?alias=base", "", 400, "alias"},
+		{"list bad order", "GET", "/v2/sandboxes?order=sideways", "", 400, "order"},
+		{"list bad startedAfter", "GET", "/v2/sandboxes?startedAfter=yesterday", "", 400, "startedAfter"},
 		{"list reserved metadata", "GET", "/v2/sandboxes?metadata=corral.pool%3Dx", "", 400, "metadata"},
 		{"metrics bad start", "GET", "/sandboxes/" + id + "/metrics?start=yesterday", "", 400, "start"},
 		{"metrics of nothing", "GET", "/sandboxes/metrics", "", 400, "sandbox_ids"},
@@ -256,25 +259,15 @@ func TestCreateInfoListKill(t *testing.T) {
 		t.Fatalf("info of b: %+v", d)
 	}
 
-	// Paging: two pages of the red ones.
-	var seen []string
-	next := ""
-	for range 3 {
-		st, tok, body := e.do("GET", "/v2/sandboxes?limit=1&metadata=team%3Dred&nextToken="+next, testKey, "")
-		var page []listedSandbox
-		if err := json.Unmarshal(body, &page); st != 200 || err != nil {
-			t.Fatalf("list: %d %s", st, body)
-		}
-		for _, p := range page {
-			seen = append(seen, p.SandboxID)
-		}
-		if next = tok; next == "" {
-			break
-		}
-	}
-	if strings.Join(seen, ",") != a+","+b {
-		t.Fatalf("red pages gave %v, want %s,%s", seen, a, b)
-	}
+	// Paging: two pages of the red ones, newest first (E2B's default),
+	// then oldest first.
+	e.pages(t, "", b+","+a)
+	e.pages(t, "&order=asc", a+","+b)
+	// startedAfter and template.
+	e.pages(t, "&startedAfter="+url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)), "")
+	e.pages(t, "&startedAfter="+url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)), b+","+a)
+	e.pages(t, "&template=base", b+","+a)
+	e.pages(t, "&template=other", "")
 	if st, _, body := e.do("GET", "/sandboxes?metadata=team%3Dblue", testKey, ""); st != 200 || !strings.Contains(string(body), c) || strings.Contains(string(body), a) {
 		t.Fatalf("v1 list of blue: %d %s", st, body)
 	}
@@ -400,5 +393,29 @@ func TestPolicyOf(t *testing.T) {
 	}
 	if _, err := policyOf(nil, &networkConfig{DenyOut: []string{allTraffic}, AllowOut: []string{"bad name!"}}); err == nil || !strings.Contains(err.Error(), "network.allowOut") {
 		t.Fatalf("a bad allowOut entry: %v", err)
+	}
+}
+
+// pages lists the red sandboxes a page of one at a time with the extra
+// query, and wants their ids in that order, comma-joined.
+func (e *env) pages(t *testing.T, extra, want string) {
+	t.Helper()
+	var seen []string
+	next := ""
+	for range 4 {
+		st, tok, body := e.do("GET", "/v2/sandboxes?limit=1&metadata=team%3Dred"+extra+"&nextToken="+next, testKey, "")
+		var page []listedSandbox
+		if err := json.Unmarshal(body, &page); st != 200 || err != nil {
+			t.Fatalf("list%s: %d %s", extra, st, body)
+		}
+		for _, p := range page {
+			seen = append(seen, p.SandboxID)
+		}
+		if next = tok; next == "" {
+			break
+		}
+	}
+	if strings.Join(seen, ",") != want {
+		t.Fatalf("red pages%s gave %v, want %s", extra, seen, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"corral/internal/errdefs"
 	"corral/internal/manager"
@@ -77,19 +78,24 @@ func (s *Server) listV1(w http.ResponseWriter, r *http.Request) {
 }
 
 // listQuery reads a list's query: metadata (k=v pairs, URL-encoded as
-// one parameter), and with paging, state, limit and nextToken. Filters
-// E2B has that Corral does not (template, startedAfter, order) are
-// refused by name.
+// one parameter), and with paging, state, limit, nextToken, order
+// (asc or desc: E2B's default is newest first), startedAfter (RFC 3339)
+// and template. Anything else is refused by name.
 func listQuery(q url.Values, paging bool) (manager.ListOptions, error) {
-	o := manager.ListOptions{States: []sandbox.State{sandbox.Running, sandbox.Paused}}
+	o := manager.ListOptions{States: []sandbox.State{sandbox.Running, sandbox.Paused}, Desc: true, OriginTag: templateTag}
 	known := map[string]bool{"metadata": true}
 	if paging {
-		known["state"], known["limit"], known["nextToken"] = true, true, true
+		for _, k := range []string{"state", "limit", "nextToken", "order", "startedAfter", "template"} {
+			known[k] = true
+		}
 	}
 	for k := range q {
 		if !known[k] {
 			return o, errdefs.Invalid(k, "is not a list filter Corral supports")
 		}
+	}
+	if err := listOrderAndFilters(q, &o); err != nil {
+		return o, err
 	}
 	tags, err := metadataFilter(q.Get("metadata"))
 	if err != nil {
@@ -153,4 +159,29 @@ func metadataFilter(raw string) (map[string]string, error) {
 		out[key] = val
 	}
 	return out, nil
+}
+
+// listOrderAndFilters reads order, startedAfter and template.
+func listOrderAndFilters(q url.Values, o *manager.ListOptions) error {
+	switch v := q.Get("order"); v {
+	case "", "desc":
+	case "asc":
+		o.Desc = false
+	default:
+		return errdefs.Invalid("order", "must be asc or desc, got %q", truncate(v))
+	}
+	if v := q.Get("startedAfter"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return errdefs.Invalid("startedAfter", "%q is not an RFC 3339 time", truncate(v))
+		}
+		o.StartedAfter = t
+	}
+	if v := q.Get("template"); v != "" {
+		if len(v) > 256 || strings.ContainsAny(v, "\x00\n") {
+			return errdefs.Invalid("template", "%q is not a template id or name", truncate(v))
+		}
+		o.Origin = v
+	}
+	return nil
 }

@@ -7,13 +7,19 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"corral/internal/errdefs"
 	"corral/internal/sandbox"
 )
 
-// MaxFork bounds the copies of one fork.
-const MaxFork = 16
+// MaxFork bounds the copies of one fork (E2B's maximum too); admission
+// still refuses, all or nothing, what the host cannot hold.
+const MaxFork = 100
+
+// forkParallel bounds the copies of one fork restored at once: a hundred
+// restores side by side would only queue on the host's cores and disk.
+const forkParallel = 8
 
 // ForkedFromTag is the tag a fork's copies carry, naming their parent.
 const ForkedFromTag = ReservedTagPrefix + "forked_from"
@@ -54,11 +60,20 @@ func (s Snapshots) Fork(ctx context.Context, id string, n int) ([]*sandbox.Sandb
 	copies := make([]*sandbox.Sandbox, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
+	var failed atomic.Bool // all or nothing: once a copy fails, start no more
+	slots := make(chan struct{}, forkParallel)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			copies[i], errs[i] = m.Create(ctx, sandbox.Spec{FromSnapshot: rec.ID, Tags: tags})
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			if failed.Load() {
+				return
+			}
+			if copies[i], errs[i] = m.Create(ctx, sandbox.Spec{FromSnapshot: rec.ID, Tags: tags}); errs[i] != nil {
+				failed.Store(true)
+			}
 		}()
 	}
 	wg.Wait()

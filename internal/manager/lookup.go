@@ -93,14 +93,23 @@ type ListOptions struct {
 	Tags map[string]string
 	// Limit bounds the page: 1 to MaxListLimit; zero means MaxListLimit.
 	Limit int
-	// Next is the token of the previous page ("" starts at the oldest).
+	// Next is the token of the previous page ("" starts at the oldest,
+	// or with Desc the newest).
 	Next string
+	// Desc lists newest first.
+	Desc bool
+	// StartedAfter, when set, keeps sandboxes started at or after it.
+	StartedAfter time.Time
+	// Origin, when set, keeps sandboxes of this origin: tag OriginTag's
+	// value, else the snapshot restored, else the image.
+	Origin, OriginTag string
 }
 
 // MaxListLimit bounds one page of a listing.
 const MaxListLimit = 1000
 
-// ListPage returns a page of sandbox records, oldest first (live ones as
+// ListPage returns a page of sandbox records, oldest first or with o.Desc
+// newest first (live ones as
 // they are now, warm pool sandboxes left out), and the token of the next
 // page ("" when this is the last). The token is a position, not an
 // offset: sandboxes created after it come on later pages, and removed ones
@@ -122,7 +131,8 @@ func (m *Manager) ListPage(ctx context.Context, o ListOptions) ([]*sandbox.Sandb
 		return nil, "", err
 	}
 	recs, next, err := m.records.ListSandboxPage(ctx, records.SandboxFilter{States: o.States, Tags: o.Tags,
-		HideLiveTag: poolTag, After: after, Limit: o.Limit})
+		HideLiveTag: poolTag, After: after, Limit: o.Limit, Desc: o.Desc, StartedAfter: o.StartedAfter,
+		Origin: o.Origin, OriginTag: o.OriginTag})
 	if err != nil {
 		return nil, "", err
 	}

@@ -105,7 +105,7 @@ type SnapshotOutput struct {
 // ForkInput is fork's arguments.
 type ForkInput struct {
 	Sandbox string `json:"sandbox" jsonschema:"the sandbox's id or name"`
-	Count   int    `json:"count,omitempty" jsonschema:"how many copies (default 1, at most 16)"`
+	Count   int    `json:"count,omitempty" jsonschema:"how many copies (default 1, at most 100)"`
 }
 
 func (t *tools) registerSandboxTools(s *mcp.Server) {
@@ -249,8 +249,8 @@ func (t *tools) fork(ctx context.Context, _ *mcp.CallToolRequest, in ForkInput) 
 	if in.Count == 0 {
 		in.Count = 1
 	}
-	if in.Count < 1 || in.Count > 16 {
-		return nil, ListOutput{}, fmt.Errorf("count %d: want 1 to 16", in.Count)
+	if in.Count < 1 || in.Count > 100 {
+		return nil, ListOutput{}, fmt.Errorf("count %d: want 1 to 100", in.Count)
 	}
 	sbs, err := t.c.Fork(ctx, in.Sandbox, in.Count)
 	if err != nil {

@@ -29,6 +29,16 @@ type SandboxFilter struct {
 	After Cursor
 	// Limit bounds the page (at least 1).
 	Limit int
+	// Desc lists newest first (After then continues toward the oldest).
+	Desc bool
+	// StartedAfter, when set, keeps records started (or, not started yet,
+	// created) at or after it.
+	StartedAfter time.Time
+	// Origin, when set, keeps records whose origin is this: the value of
+	// tag OriginTag when they carry it, else the memory snapshot they
+	// were restored from, else their image (E2B's template of a sandbox).
+	Origin    string
+	OriginTag string
 }
 
 // Cursor is a position in the order of ListSandboxPage (creation time,
@@ -82,7 +92,11 @@ func (s *Store) ListSandboxPage(ctx context.Context, f SandboxFilter) ([]*sandbo
 	if err != nil {
 		return nil, Cursor{}, err
 	}
-	q := `SELECT ` + sandboxColumns + ` FROM sandboxes` + where + ` ORDER BY created_at, id LIMIT ?`
+	order := ` ORDER BY created_at, id LIMIT ?`
+	if f.Desc {
+		order = ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	}
+	q := `SELECT ` + sandboxColumns + ` FROM sandboxes` + where + order
 	rows, err := s.db.QueryContext(ctx, q, append(args, f.Limit+1)...)
 	if err != nil {
 		return nil, Cursor{}, fmt.Errorf("listing sandboxes: %w", err)
@@ -140,8 +154,24 @@ func (f SandboxFilter) where() (string, []any, error) {
 		args = append(args, path)
 	}
 	if f.After.ID != "" {
-		conds = append(conds, `(created_at, id) > (?, ?)`)
+		cmp := `>`
+		if f.Desc {
+			cmp = `<`
+		}
+		conds = append(conds, `(created_at, id) `+cmp+` (?, ?)`)
 		args = append(args, f.After.CreatedAt.UnixNano(), f.After.ID)
+	}
+	if !f.StartedAfter.IsZero() {
+		conds = append(conds, `(CASE WHEN started_at > 0 THEN started_at ELSE created_at END) >= ?`)
+		args = append(args, f.StartedAfter.UnixNano())
+	}
+	if f.Origin != "" {
+		path, err := tagPath(f.OriginTag)
+		if err != nil {
+			return "", nil, err
+		}
+		conds = append(conds, `COALESCE(json_extract(spec, ?), NULLIF(json_extract(spec, '$.from_snapshot'), ''), json_extract(spec, '$.image')) = ?`)
+		args = append(args, path, f.Origin)
 	}
 	if len(conds) == 0 {
 		return "", nil, nil

@@ -434,7 +434,7 @@ type SnapshotList struct {
 
 // ForkRequest is the body of POST /v1/sandboxes/{id}/fork.
 type ForkRequest struct {
-	// Count is how many copies (1 to 16).
+	// Count is how many copies (1 to 100).
 	Count int `json:"count"`
 }
 

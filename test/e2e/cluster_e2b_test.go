@@ -48,7 +48,7 @@ func TestClusterE2B(t *testing.T) {
 	env := npmEnviron()
 	npmCI(ctx, t, npm, proj, env)
 	env = append(env, "E2B_API_URL=http://"+c.addr+"/e2b", "E2B_API_KEY=e2b_"+token,
-		"E2B_SANDBOX_URL=http://"+envd, "NO_COLOR=1", "CI=1", "E2B_DEBUG=false")
+		"E2B_SANDBOX_URL=http://"+envd, "NO_COLOR=1", "CI=1", "E2B_DEBUG=false", "CORRAL_CLUSTER=1")
 	// All but the 100 MB upload (15 to 45 s on this machine; TestE2BSDK
 	// runs it against a daemon, and the streamed write here crosses the
 	// same two proxies).

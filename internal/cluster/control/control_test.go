@@ -145,7 +145,7 @@ func TestControlPlaneAPI(t *testing.T) {
 		{"unknown image", "GET", "/v1/images/app:1", testToken, "", 404, "on no ready node"},
 		{"build on an unknown node", "POST", "/v1/images/build?node=nx", testToken, "{}", 404, "node nx"},
 		{"fork of no copies", "POST", "/v1/sandboxes/sb-x/fork", testToken, `{"count": 0}`, 400, "count"},
-		{"fork of too many", "POST", "/v1/sandboxes/sb-x/fork", testToken, `{"count": 100}`, 400, "want 1 to 16"},
+		{"fork of too many", "POST", "/v1/sandboxes/sb-x/fork", testToken, `{"count": 101}`, 400, "want 1 to 100"},
 		{"fork, unknown field", "POST", "/v1/sandboxes/sb-x/fork", testToken, `{"count": 1, "n": 2}`, 400, "body"},
 		{"fork of an unknown sandbox", "POST", "/v1/sandboxes/sb-x/fork", testToken, `{"count": 1}`, 404, "not found"},
 		{"from an unknown snapshot", "POST", "/v1/sandboxes", testToken, `{"from_snapshot": "nothere"}`, 404, "knows no snapshot"},

@@ -17,7 +17,7 @@ import (
 )
 
 // maxFork bounds the copies of one fork, as a node's own fork does.
-const maxFork = 16
+const maxFork = 100
 
 // forkCopy is one copy of a fork: its reservation and, once started,
 // its id and record.
