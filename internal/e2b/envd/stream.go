@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"corral/internal/agentapi"
 	"corral/internal/e2b/envd/gen/process"
 	"corral/internal/manager"
@@ -37,8 +35,8 @@ type procEvent struct {
 }
 
 // pump relays a process's events to send until the end event, the
-// client's going away, or the stream's break (the sandbox ended: an
-// Unavailable error, which the SDK reads as the sandbox being gone). One
+// client's going away, or the stream's break (the sandbox ended: the
+// connection is cut, which the SDK reads as the sandbox being gone). One
 // goroutine reads the agent; this one alone writes the response.
 func (s *Server) pump(ctx context.Context, proc *manager.Process, every time.Duration, send func(*process.ProcessEvent) error) error {
 	events := make(chan procEvent)
@@ -76,7 +74,11 @@ func (s *Server) pump(ctx context.Context, proc *manager.Process, every time.Dur
 				if errors.Is(pe.err, io.EOF) {
 					return nil
 				}
-				return connect.NewError(connect.CodeUnavailable, fmt.Errorf("lost the process: the sandbox's agent went away (was the sandbox killed?)"))
+				// The sandbox's agent went away (the sandbox was killed or
+				// ended): cut the connection, as envd's own end does when
+				// its VM goes. The SDK reads a cut stream as such, asks
+				// /health (502 now) and says the sandbox was killed.
+				panic(http.ErrAbortHandler)
 			}
 			out := toProcessEvent(pe.ev)
 			if out == nil {

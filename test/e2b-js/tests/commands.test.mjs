@@ -3,7 +3,7 @@
 // stdin) and a PTY. Also run in the SDK's debug mode (E2B_DEBUG=true),
 // where the sandbox is the daemon's --envd-debug-sandbox.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { CommandExitError } from 'e2b'
+import { CommandExitError, TimeoutError } from 'e2b'
 import { cleanup, create, waitFor } from './setup.mjs'
 import { debug } from './envd.mjs'
 
@@ -111,5 +111,15 @@ describe.skipIf(debug)('a killed sandbox', () => {
     expect(err).toBeInstanceOf(Error)
     expect(err).not.toBe('finished')
     expect(await sbx.isRunning()).toBe(false)
+  })
+
+  test('a background command\'s wait says the sandbox was killed', async () => {
+    const sbx = await create('base', { timeoutMs: 300_000 })
+    const cmd = await sbx.commands.run('sleep 60', { background: true })
+    await sbx.kill()
+    const err = await cmd.wait().catch((e) => e)
+    // The connection is cut; the SDK asks /health (502) and says why.
+    expect(err).toBeInstanceOf(TimeoutError)
+    expect(err.message).toContain('sandbox was killed or reached its end of life')
   })
 })
