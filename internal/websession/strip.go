@@ -11,14 +11,19 @@ import (
 // a sandbox.
 const PortCookie = "corral_port_token"
 
-// FromBrowser says whether r looks like a browser's: it carries the Fetch
-// Metadata headers every current browser sends, or the console's session
-// cookie. Programs (curl, the SDKs, the CLI, a control plane) send neither.
+// FromBrowser says whether r is a browser loading a page (or a frame, or
+// a worker) that would run as the origin it was sent to, or carries the
+// console's session cookie. A script's fetch (Sec-Fetch-Mode cors, which
+// Node's fetch sends too) runs as the origin of the page that made it,
+// so it is not one; programs (curl, the SDKs, the CLI, a control plane)
+// send none of this.
 func FromBrowser(r *http.Request) bool {
-	for _, h := range []string{"Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest"} {
-		if r.Header.Get(h) != "" {
-			return true
-		}
+	if r.Header.Get("Sec-Fetch-Mode") == "navigate" {
+		return true
+	}
+	switch r.Header.Get("Sec-Fetch-Dest") {
+	case "document", "iframe", "frame", "embed", "object", "worker", "sharedworker", "serviceworker":
+		return true
 	}
 	return HasCookie(r)
 }

@@ -38,9 +38,13 @@ func TestFromBrowser(t *testing.T) {
 	if FromBrowser(r) {
 		t.Fatal("a bare request is a browser's")
 	}
+	r.Header.Set("Sec-Fetch-Mode", "cors") // a script's fetch, or Node's
+	if FromBrowser(r) {
+		t.Fatal("a fetch is taken for a page load")
+	}
 	r.Header.Set("Sec-Fetch-Dest", "document")
 	if !FromBrowser(r) {
-		t.Fatal("Sec-Fetch-Dest is not a browser's")
+		t.Fatal("Sec-Fetch-Dest document is not a browser's")
 	}
 	r, _ = http.NewRequest(http.MethodGet, "http://x/", nil)
 	r.AddCookie(&http.Cookie{Name: CookieName, Value: "s"})

@@ -133,7 +133,7 @@ func TestClusterSnapshots(t *testing.T) {
 		status int
 	}{
 		{"count 0", func() error { _, err := c.client.Fork(ctx, parent.ID, 0); return err }, http.StatusBadRequest},
-		{"count 100", func() error { _, err := c.client.Fork(ctx, parent.ID, 100); return err }, http.StatusBadRequest},
+		{"count 101", func() error { _, err := c.client.Fork(ctx, parent.ID, 101); return err }, http.StatusBadRequest},
 		{"unknown snapshot", func() error {
 			_, err := c.client.Create(ctx, apiv1.CreateSandboxRequest{FromSnapshot: "nothere"})
 			return err
