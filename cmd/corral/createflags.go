@@ -19,6 +19,7 @@ type createFlags struct {
 	disk                                            float64
 	timeout, idleTimeout                            time.Duration
 	autoPause, pauseOnTimeout, autoResume           bool
+	pauseFilesystem                                 bool
 	env, tags                                       []string
 	net                                             netFlags
 	expose, exposePublic                            []int
@@ -59,6 +60,7 @@ func (f *createFlags) register(fs *pflag.FlagSet, withEntrypoint bool) {
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "terminate after this long without activity")
 	fs.BoolVar(&f.autoPause, "auto-pause", false, "pause instead of terminating after --idle-timeout; the next command on the sandbox resumes it")
 	fs.BoolVar(&f.pauseOnTimeout, "pause-on-timeout", false, "pause instead of terminating when --timeout ends; a resume gives it a fresh timeout")
+	fs.BoolVar(&f.pauseFilesystem, "pause-filesystem", false, "with --pause-on-timeout: pause keeping only the filesystem (resume boots the sandbox afresh)")
 	fs.BoolVar(&f.autoResume, "auto-resume", false, "with --pause-on-timeout: the next command on the paused sandbox resumes it")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable K=V (repeatable)")
 	fs.StringArrayVar(&f.tags, "tag", nil, "tag k=v (repeatable)")
@@ -91,7 +93,8 @@ func (f *createFlags) request() (apiv1.CreateSandboxRequest, error) {
 		MemoryMB: f.memory, MemoryLimitMB: f.memoryLimit, DiskMB: int64(f.disk * 1024), Timeout: f.timeout.Seconds(),
 		IdleTimeout: f.idleTimeout.Seconds(), Env: env, Tags: tags, NetworkPolicy: f.net.policy(),
 		FromSnapshot: f.fromSnapshot, AutoPause: f.autoPause, PauseOnTimeout: f.pauseOnTimeout, AutoResume: f.autoResume,
-		CACerts: cas, Secrets: f.secrets,
+		PauseFilesystem: f.pauseFilesystem,
+		CACerts:         cas, Secrets: f.secrets,
 	}
 	if req.SecretHeaders, err = secretHeaders(f.secretHeaders); err != nil {
 		return apiv1.CreateSandboxRequest{}, err

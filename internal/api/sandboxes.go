@@ -76,7 +76,8 @@ func specOf(req apiv1.CreateSandboxRequest) (sandbox.Spec, error) {
 		MemoryMB: req.MemoryMB, MemoryLimitMB: req.MemoryLimitMB, DiskMB: req.DiskMB, Timeout: timeout, IdleTimeout: idle,
 		Env: req.Env, Workdir: req.Workdir, User: req.User, Name: req.Name, Tags: req.Tags, Entrypoint: req.Entrypoint,
 		FromSnapshot: req.FromSnapshot, AutoPause: req.AutoPause, PauseOnTimeout: req.PauseOnTimeout, AutoResume: req.AutoResume,
-		CACerts: req.CACerts, Volumes: volumesOf(req.Volumes),
+		PauseFilesystem: req.PauseFilesystem,
+		CACerts:         req.CACerts, Volumes: volumesOf(req.Volumes),
 		Secrets: req.Secrets, SecretHeaders: headerRulesOf(req.SecretHeaders),
 	}, nil
 }
@@ -90,6 +91,7 @@ func (s *Server) toAPI(sb *sandbox.Sandbox) apiv1.Sandbox {
 		Network: networkOf(sb.Spec.Network), ExitCode: sb.ExitCode, EndReason: sb.EndReason, Error: sb.Error, AgentVersion: sb.AgentVersion,
 		RuntimeInfo: sb.RuntimeInfo, FromSnapshot: sb.Spec.FromSnapshot, AutoPause: sb.Spec.AutoPause,
 		PauseOnTimeout: sb.Spec.PauseOnTimeout, AutoResume: sb.Spec.AutoResume, Volumes: volumesToAPI(sb.Spec.Volumes),
+		PauseFilesystem: sb.Spec.PauseFilesystem, PauseKind: sb.PauseKind,
 		Secrets: sb.Spec.Secrets, SecretHeaders: headerRulesToAPI(sb.Spec.SecretHeaders),
 	}
 	out.Error = s.red.String(sb.Error)

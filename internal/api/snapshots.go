@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"corral/internal/errdefs"
+	"corral/internal/manager"
 	"corral/internal/sandbox"
 	"corral/pkg/apiv1"
 )
@@ -38,9 +39,18 @@ func (s *Server) snapshotFS(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// pauseSandbox saves a running sandbox to disk.
+// pauseSandbox saves a running sandbox to disk: whole, or its
+// filesystem only (keep_memory false).
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.m.Pause(r.Context(), r.PathValue("id"))
+	var req apiv1.PauseRequest
+	if r.ContentLength != 0 { // the body is optional
+		if err := decodeJSON(w, r, &req); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
+	o := manager.PauseOptions{Filesystem: req.KeepMemory != nil && !*req.KeepMemory}
+	sb, err := s.m.PauseWith(r.Context(), r.PathValue("id"), o)
 	if err != nil {
 		s.writeError(w, err)
 		return

@@ -12,6 +12,7 @@ import (
 	"corral/internal/errdefs"
 	"corral/internal/image/store"
 	"corral/internal/manager"
+	"corral/internal/runtime"
 	"corral/internal/sandbox"
 	"corral/pkg/apiv1"
 )
@@ -119,11 +120,19 @@ type leftOut struct {
 // exportLayerStats is exportLayer that also says what the export left
 // out.
 func (r *run) exportLayerStats(ctx context.Context, id string) (store.Digest, leftOut, error) {
+	return r.exportWith(ctx, func(w io.Writer) (runtime.ExportStats, error) {
+		return r.b.cfg.Manager.Files().ExportChanges(ctx, id, w)
+	})
+}
+
+// exportWith stores what export writes as a layer: its digest ("" when
+// the export holds nothing) and what it left out.
+func (r *run) exportWith(ctx context.Context, export manager.Export) (store.Digest, leftOut, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	var st leftOut
 	go func() {
-		xs, err := r.b.cfg.Manager.Files().ExportChanges(ctx, id, pw)
+		xs, err := export(pw)
 		st = leftOut{names: xs.Skipped, count: xs.SkippedCount}
 		pw.CloseWithError(err)
 		done <- err

@@ -31,6 +31,7 @@ import (
 	"corral/internal/console"
 	"corral/internal/e2b"
 	"corral/internal/e2b/envd"
+	"corral/internal/errdefs"
 	imagestore "corral/internal/image/store"
 	"corral/internal/manager"
 	"corral/internal/mcp"
@@ -231,6 +232,17 @@ func Run(ctx context.Context, cfg Config) error {
 		CACerts: cfg.CACerts, Telemetry: tel, Volumes: volumes, Audit: trail, Metering: cfg.Metering,
 		SecretCASeed: key.Derive(secretCAKeyLabel),
 	}
+	// The builder keeps filesystem-only pauses' files, and needs the
+	// manager: it is bound once both exist (a pause before then, which
+	// only a sandbox adopted past its timeout could ask, is refused).
+	var builderOnce atomic.Pointer[build.Builder]
+	mcfg.CommitFS = func(ctx context.Context, spec sandbox.Spec, export manager.Export) (imagestore.Image, error) {
+		b := builderOnce.Load()
+		if b == nil {
+			return imagestore.Image{}, fmt.Errorf("%w: the daemon is starting", errdefs.ErrUnavailable)
+		}
+		return b.CommitFS(ctx, spec, export)
+	}
 	if err := cfg.Shares.manager(&mcfg, cfg.StateDir); err != nil {
 		return err
 	}
@@ -244,6 +256,7 @@ func Run(ctx context.Context, cfg Config) error {
 	record.Store(&recordFn)
 	sec.m.Store(m)
 	builder := build.New(build.Config{Manager: m, Store: images, BaseRootFS: cfg.BaseRootFS, Log: log})
+	builderOnce.Store(builder)
 	// Once more, now that the stores and runtimes made their directories.
 	if err := tightenState(cfg.StateDir); err != nil {
 		return err

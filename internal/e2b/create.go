@@ -73,6 +73,7 @@ func (s *Server) specOf(ctx context.Context, req newSandbox) (sandbox.Spec, erro
 	spec := sandbox.Spec{
 		Image: tmpl.Image, FromSnapshot: tmpl.FromSnapshot, Timeout: timeout, Env: req.EnvVars, Tags: tags,
 		Network: net, PauseOnTimeout: pauseOnTimeout, AutoResume: autoResume,
+		PauseFilesystem: pauseOnTimeout && req.AutoPauseMemory != nil && !*req.AutoPauseMemory,
 	}
 	if tmpl.FromSnapshot == "" {
 		spec.Runtime = s.cfg.Runtime
@@ -89,8 +90,6 @@ func refuseUnsupported(req newSandbox) error {
 		return errdefs.Invalid("iam", "Corral issues no IAM tokens")
 	case len(req.VolumeMounts) > 0:
 		return errdefs.Invalid("volumeMounts", "Corral has no E2B volumes")
-	case req.AutoPauseMemory != nil && !*req.AutoPauseMemory:
-		return errdefs.Invalid("autoPauseMemory", "false (a filesystem-only pause) is not supported: Corral's pause keeps memory")
 	}
 	return nil
 }
@@ -157,6 +156,14 @@ func lifecycleOf(req newSandbox) (pause, resume bool, err error) {
 	}
 	if resume && !pause {
 		return false, false, errdefs.Invalid("autoResume", "needs autoPause (onTimeout: pause)")
+	}
+	if m := req.AutoPauseMemory; m != nil && !*m {
+		switch {
+		case !pause:
+			return false, false, errdefs.Invalid("autoPauseMemory", "false needs autoPause (onTimeout: pause)")
+		case resume:
+			return false, false, errdefs.Invalid("autoPauseMemory", "false cannot go with autoResume: a filesystem-only pause boots the sandbox afresh, so only connect resumes it")
+		}
 	}
 	return pause, resume, nil
 }

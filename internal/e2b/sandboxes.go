@@ -143,16 +143,12 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, v1 bool) {
 		s.writeError(w, errdefs.Invalid("timeout", "is required (seconds)"))
 		return
 	}
-	if req.Memory != nil && !*req.Memory {
-		s.writeError(w, errdefs.Invalid("memory", "false (resume by rebooting) is not supported: Corral resumes with memory"))
-		return
-	}
 	d, err := seconds("timeout", req.Timeout, DefaultTimeout)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	s.resumeWith(w, r, &d, true, false)
+	s.resumeWith(w, r, &d, true, false, req.Memory != nil && !*req.Memory)
 }
 
 // resume is v1's POST /sandboxes/{id}/resume: 201 with the sandbox, 409
@@ -161,10 +157,6 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	var req resumeRequest
 	if err := decode(w, r, &req, true); err != nil {
 		s.writeError(w, err)
-		return
-	}
-	if req.Memory != nil && !*req.Memory {
-		s.writeError(w, errdefs.Invalid("memory", "false (resume by rebooting) is not supported: Corral resumes with memory"))
 		return
 	}
 	d, err := seconds("timeout", req.Timeout, DefaultTimeout)
@@ -181,13 +173,15 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errdefs.Invalid("autoPause", "cannot be changed on resume (it is %t)", sb.Spec.PauseOnTimeout))
 		return
 	}
-	s.resumeWith(w, r, &d, false, true)
+	s.resumeWith(w, r, &d, false, true, req.Memory != nil && !*req.Memory)
 }
 
 // resumeWith gives the sandbox a lifetime of at least (extendOnly) or
 // exactly d from now, then resumes it if it is paused. With mustBePaused
-// a running sandbox is a 409.
-func (s *Server) resumeWith(w http.ResponseWriter, r *http.Request, d *time.Duration, extendOnly, mustBePaused bool) {
+// a running sandbox is a 409; with reboot (memory: false) one paused with
+// its memory is a 400, since only a filesystem-only pause resumes by
+// booting afresh.
+func (s *Server) resumeWith(w http.ResponseWriter, r *http.Request, d *time.Duration, extendOnly, mustBePaused, reboot bool) {
 	sb, err := s.liveSandbox(r)
 	if err != nil {
 		s.writeError(w, err)
@@ -196,6 +190,10 @@ func (s *Server) resumeWith(w http.ResponseWriter, r *http.Request, d *time.Dura
 	id := sb.ID
 	if mustBePaused && sb.State != sandbox.Paused {
 		s.writeError(w, fmt.Errorf("%w: sandbox %s is %s, not paused", errdefs.ErrFailedPrecondition, id, sb.State))
+		return
+	}
+	if reboot && sb.State == sandbox.Paused && sb.PauseKind != sandbox.PauseFilesystem {
+		s.writeError(w, errdefs.Invalid("memory", "false (resume by rebooting) is only how a sandbox paused with keepMemory: false resumes; this one kept its memory, and resumes with it"))
 		return
 	}
 	// The lifetime first: for a paused sandbox it counts from the resume,
@@ -219,16 +217,13 @@ func (s *Server) resumeWith(w http.ResponseWriter, r *http.Request, d *time.Dura
 	writeJSON(w, status, s.sandboxOut(sb))
 }
 
-// pause is POST /sandboxes/{id}/pause: 204 once paused, memory kept; 409
+// pause is POST /sandboxes/{id}/pause: 204 once paused, memory kept, or
+// only the filesystem (memory: false, the SDK's keepMemory: false); 409
 // when it already is.
 func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 	var req pauseRequest
 	if err := decode(w, r, &req, true); err != nil {
 		s.writeError(w, err)
-		return
-	}
-	if req.Memory != nil && !*req.Memory {
-		s.writeError(w, errdefs.Invalid("memory", "false (keepMemory: false, a filesystem-only pause) is not supported: Corral's pause keeps memory"))
 		return
 	}
 	sb, err := s.liveSandbox(r)
@@ -240,7 +235,8 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, fmt.Errorf("%w: sandbox %s is already paused", errdefs.ErrFailedPrecondition, sb.ID))
 		return
 	}
-	if _, err := s.m.Pause(r.Context(), sb.ID); err != nil {
+	o := manager.PauseOptions{Filesystem: req.Memory != nil && !*req.Memory}
+	if _, err := s.m.PauseWith(r.Context(), sb.ID, o); err != nil {
 		s.writeError(w, err)
 		return
 	}

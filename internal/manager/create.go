@@ -290,6 +290,9 @@ func (m *Manager) forget(h *handle.Handle) {
 	m.mu.Unlock()
 	m.cas.drop(h.ID())
 	m.nfs.stop(h.ID())
+	if rec := h.Record(); rec.State.Terminal() {
+		m.dropFSImage(rec.FSImage)
+	}
 }
 
 func resourcesOf(s sandbox.Spec) runtime.Resources {

@@ -12,6 +12,7 @@ import (
 	"corral/internal/errdefs"
 	"corral/internal/fspath"
 	"corral/internal/image/overlaytar"
+	"corral/internal/manager/handle"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
 )
@@ -220,7 +221,12 @@ func (s Files) ExportChanges(ctx context.Context, id string, w io.Writer) (runti
 	if rec.State != sandbox.Running {
 		return runtime.ExportStats{}, fmt.Errorf("%w: sandbox %s is %s, not running", errdefs.ErrFailedPrecondition, id, rec.State)
 	}
-	lower, err := s.m.imageRoot(rec.Spec)
+	return s.m.exportLocked(ctx, a.h, ex, a.agent, w)
+}
+
+// exportLocked is ExportChanges for a caller that holds h's lock.
+func (m *Manager) exportLocked(ctx context.Context, h *handle.Handle, ex runtime.ChangeExporter, agent *agentapi.Client, w io.Writer) (runtime.ExportStats, error) {
+	lower, err := m.imageRoot(h.Record().Spec)
 	if err != nil {
 		return runtime.ExportStats{}, err
 	}
@@ -231,10 +237,10 @@ func (s Files) ExportChanges(ctx context.Context, id string, w io.Writer) (runti
 		pr.CloseWithError(err)
 		done <- err
 	}()
-	st, err := ex.ExportChanges(ctx, a.h.Ref(), a.agent, pw)
+	st, err := ex.ExportChanges(ctx, h.Ref(), agent, pw)
 	pw.CloseWithError(err)
 	if ferr := <-done; err == nil && ferr != nil {
-		err = fmt.Errorf("exporting sandbox %s: %w", id, ferr)
+		err = fmt.Errorf("exporting sandbox %s: %w", h.ID(), ferr)
 	}
 	return st, err
 }

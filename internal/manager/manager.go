@@ -115,6 +115,9 @@ type Config struct {
 	Volumes *volume.Store
 	// Audit is the audit trail (audit.go); nil turns it off.
 	Audit *audit.Trail
+	// CommitFS keeps a filesystem-only pause's files as an image
+	// (pause_fs.go); nil: such pauses are not supported.
+	CommitFS CommitFS
 }
 
 // DefaultMaxSandboxes is the live-sandbox bound when Config leaves it
@@ -389,7 +392,7 @@ func (m *Manager) acquire(ctx context.Context, id string) (*acquired, error) {
 		return nil, err
 	}
 	c, rec, release, err := h.Acquire()
-	if err != nil && h.State() == sandbox.Paused && h.Record().Spec.ResumesOnCall() {
+	if err != nil && h.State() == sandbox.Paused && resumesOnCall(h.Record()) {
 		rctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
 		_, rerr := m.Resume(rctx, id)
 		cancel()
@@ -401,6 +404,13 @@ func (m *Manager) acquire(ctx context.Context, id string) (*acquired, error) {
 		return nil, err
 	}
 	return &acquired{h: h, agent: c, rec: rec, release: release}, nil
+}
+
+// resumesOnCall reports whether a call on the insides of paused sandbox
+// rec resumes it: as its spec says, except after a filesystem-only pause,
+// which boots it afresh and so waits for an explicit resume.
+func resumesOnCall(rec *sandbox.Sandbox) bool {
+	return rec.Spec.ResumesOnCall() && rec.PauseKind != sandbox.PauseFilesystem
 }
 
 // acquired is a running sandbox's agent, held for one service call.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"corral/internal/agentapi"
 	"corral/internal/errdefs"
 	"corral/internal/manager/handle"
 	"corral/internal/runtime"
@@ -45,7 +46,9 @@ func (m *Manager) Pause(ctx context.Context, id string) (*sandbox.Sandbox, error
 	// take its end for a crash. (A daemon that dies before the save
 	// finds the record paused and the sandbox running, and adopts it as
 	// running: reconcile.)
-	rec, err := h.Apply(ctx, handle.Change{To: sandbox.Paused, Edit: func(s *sandbox.Sandbox) { s.PausedAt = time.Now().UTC() }})
+	rec, err := h.Apply(ctx, handle.Change{To: sandbox.Paused, Edit: func(s *sandbox.Sandbox) {
+		s.PausedAt, s.PauseKind = time.Now().UTC(), sandbox.PauseMemory
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +81,9 @@ func (m *Manager) Resume(ctx context.Context, id string) (*sandbox.Sandbox, erro
 	if st := h.State(); st != sandbox.Paused {
 		return nil, fmt.Errorf("%w: sandbox %s is %s, not paused", errdefs.ErrFailedPrecondition, id, st)
 	}
+	if h.Record().PauseKind == sandbox.PauseFilesystem {
+		return m.resumeFilesystem(ctx, h)
+	}
 	if err := p.Resume(ctx, h.Ref()); err != nil {
 		return nil, fmt.Errorf("resuming sandbox %s: %w", id, err)
 	}
@@ -92,11 +98,17 @@ func (m *Manager) resumeLocked(ctx context.Context, h *handle.Handle, announce b
 	if err != nil {
 		return nil, err
 	}
+	return m.resumedLocked(ctx, h, client, announce)
+}
+
+// resumedLocked moves a sandbox that runs again, its agent connected
+// (client), to running; the caller holds h's lock.
+func (m *Manager) resumedLocked(ctx context.Context, h *handle.Handle, client *agentapi.Client, announce bool) (*sandbox.Sandbox, error) {
 	ch := handle.Change{To: sandbox.Running, Edit: func(s *sandbox.Sandbox) {
 		if !s.PausedAt.IsZero() {
 			s.PausedFor += time.Since(s.PausedAt)
 		}
-		s.PausedAt = time.Time{}
+		s.PausedAt, s.PauseKind = time.Time{}, ""
 		// A sandbox paused because its lifetime ended (pause_on_timeout)
 		// runs again for a fresh Timeout.
 		if now := time.Now(); s.Spec.PauseOnTimeout && !s.ExpiresAt().After(now) {

@@ -135,6 +135,13 @@ func endsWithDaemon(sb *sandbox.Sandbox) string {
 // restart. On failure it returns the end reason to record.
 func (m *Manager) adopt(ctx context.Context, h *handle.Handle) (string, error) {
 	sb := h.Record()
+	if sb.State == sandbox.Paused && sb.PauseKind == sandbox.PauseFilesystem {
+		// Nothing of it runs; what a pause cut short left running stops.
+		if err := h.Runtime().Destroy(ctx, h.Ref()); err != nil {
+			return sandbox.EndLost, fmt.Errorf("stopping a sandbox paused to its filesystem: %w", err)
+		}
+		return "", nil
+	}
 	st, err := h.Runtime().Status(ctx, h.Ref())
 	switch {
 	case sb.State == sandbox.Paused && err == nil && st == runtime.StatePaused:

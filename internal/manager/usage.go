@@ -169,6 +169,23 @@ func (m *Manager) meterPausing(h *handle.Handle) {
 	}
 }
 
+// meterRebooted starts the clock again of a sandbox booted afresh by a
+// resume (a filesystem-only pause): its CPU counter starts from zero on
+// either runtime.
+func (m *Manager) meterRebooted(h *handle.Handle) {
+	if m.meter == nil {
+		return
+	}
+	rec := h.Record()
+	if pooled(rec) || rec.StartedAt.IsZero() {
+		return
+	}
+	m.account(rec, func(a *usage.Account) {
+		a.Skip(time.Now())
+		a.CPURestarted()
+	})
+}
+
 // meterResumed starts a resumed sandbox's clock again. gVisor restores a
 // sandbox into new processes and a new cgroup, whose counters start from
 // zero; a vm's QEMU keeps its own.

@@ -181,7 +181,8 @@ func (m *Manager) timeoutPause(h *handle.Handle, fields map[string]string) {
 	h.Event("timeout", "lifetime timeout reached; pausing", fields)
 	ctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
 	defer cancel()
-	if _, err := m.Pause(ctx, h.ID()); err != nil {
+	o := PauseOptions{Filesystem: h.Record().Spec.PauseFilesystem}
+	if _, err := m.PauseWith(ctx, h.ID(), o); err != nil {
 		m.log.Warn("pausing a sandbox at its timeout failed; ending it", "sandbox", h.ID(), "err", err)
 		if h.State() == sandbox.Running {
 			m.terminateAsync(h.ID(), sandbox.EndTimeout, nil)

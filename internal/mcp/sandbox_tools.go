@@ -76,6 +76,12 @@ type IDInput struct {
 	Sandbox string `json:"sandbox" jsonschema:"the sandbox's id or name"`
 }
 
+// PauseInput is pause's arguments.
+type PauseInput struct {
+	Sandbox        string `json:"sandbox" jsonschema:"the sandbox's id or name"`
+	FilesystemOnly bool   `json:"filesystem_only,omitempty" jsonschema:"keep only the files: processes end, and resume boots the sandbox afresh"`
+}
+
 // ListInput is list_sandboxes's arguments.
 type ListInput struct {
 	State       string `json:"state,omitempty" jsonschema:"only sandboxes in this state (e.g. running, paused, ended)"`
@@ -112,7 +118,8 @@ func (t *tools) registerSandboxTools(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{Name: "create_sandbox", Description: "Create and start an isolated Linux sandbox and return its id. " +
 		"Use the id with run_command, write_file, read_file and list_files. The sandbox ends at its timeout; terminate it when done."}, t.create)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_sandboxes", Description: "List sandboxes with their id, state, runtime, image, tags and expiry."}, t.list)
-	mcp.AddTool(s, &mcp.Tool{Name: "pause", Description: "Pause a running sandbox: its processes freeze until resume."}, t.pause)
+	mcp.AddTool(s, &mcp.Tool{Name: "pause", Description: "Pause a running sandbox: its processes freeze until resume " +
+		"(with filesystem_only, only its files are kept and resume boots it afresh)."}, t.pause)
 	mcp.AddTool(s, &mcp.Tool{Name: "resume", Description: "Resume a paused sandbox."}, t.resume)
 	mcp.AddTool(s, &mcp.Tool{Name: "terminate", Description: "End a sandbox and free what it holds. Its files are lost unless snapshotted."}, t.terminate)
 	mcp.AddTool(s, &mcp.Tool{Name: "snapshot", Description: "Snapshot a sandbox: its memory and processes (kind memory) or its files as an image (kind filesystem)."}, t.snapshot)
@@ -205,8 +212,12 @@ func sandboxCall(f func(context.Context, string) (*apiv1.Sandbox, error)) mcp.To
 	}
 }
 
-func (t *tools) pause(ctx context.Context, r *mcp.CallToolRequest, in IDInput) (*mcp.CallToolResult, SandboxInfo, error) {
-	return sandboxCall(t.c.Pause)(ctx, r, in)
+func (t *tools) pause(ctx context.Context, r *mcp.CallToolRequest, in PauseInput) (*mcp.CallToolResult, SandboxInfo, error) {
+	pause := t.c.Pause
+	if in.FilesystemOnly {
+		pause = t.c.PauseFilesystem
+	}
+	return sandboxCall(pause)(ctx, r, IDInput{Sandbox: in.Sandbox})
 }
 
 func (t *tools) resume(ctx context.Context, r *mcp.CallToolRequest, in IDInput) (*mcp.CallToolResult, SandboxInfo, error) {

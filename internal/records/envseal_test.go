@@ -109,6 +109,7 @@ func TestLegacyEnvSealed(t *testing.T) {
 	const token = "c0ffee0123456789abcdef0123456789abcdef0123456789"
 	for _, q := range []string{
 		`ALTER TABLE sandboxes DROP COLUMN env_sealed`, `ALTER TABLE snapshots DROP COLUMN env_sealed`,
+		`ALTER TABLE sandboxes DROP COLUMN pause_kind`, `ALTER TABLE sandboxes DROP COLUMN fs_image`, // added by 15
 		`ALTER TABLE sandboxes DROP COLUMN lifetime`, `PRAGMA user_version = 6`,
 		`INSERT INTO sandboxes (id, state, spec, created_at, port_token) VALUES ('sb-old', 'running', '{"runtime":"gvisor","env":{"API_KEY":"` + secret + `"},"tags":{"t":"v"}}', 1, '` + token + `')`,
 		`INSERT INTO snapshots (id, sandbox_id, spec, runtime, runtime_version, agent_protocol, agent_version, created_at, dir)

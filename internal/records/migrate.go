@@ -71,6 +71,10 @@ var migrations = []string{
 		totals     TEXT NOT NULL
 	);
 	CREATE INDEX IF NOT EXISTS usage_ended ON usage(ended_at)`,
+	// 15: filesystem-only pauses: how a paused sandbox is paused, and the
+	// image its root filesystem was saved to.
+	`ALTER TABLE sandboxes ADD COLUMN pause_kind TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sandboxes ADD COLUMN fs_image TEXT NOT NULL DEFAULT ''`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -10,7 +10,7 @@ import (
 	"corral/internal/sandbox"
 )
 
-const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, runtime_info, paused_at, paused_for, env_sealed, lifetime`
+const sandboxColumns = `id, state, spec, created_at, started_at, ended_at, exit_code, end_reason, error, agent_version, dir, runtime_info, paused_at, paused_for, env_sealed, lifetime, pause_kind, fs_image`
 
 // PutSandbox inserts or replaces the record of sb and appends events to
 // its event log, in one transaction (one synced write).
@@ -47,7 +47,7 @@ func (s *Store) PutSandbox(ctx context.Context, sb *sandbox.Sandbox, events ...E
 }
 
 const putSandboxSQL = `INSERT OR REPLACE INTO sandboxes (name, ` + sandboxColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // sandboxArgs are the values of putSandboxSQL for sb: its spec without
 // the env, which is sealed apart.
@@ -66,7 +66,7 @@ func (s *Store) sandboxArgs(sb *sandbox.Sandbox) ([]any, error) {
 	}
 	return []any{sb.Spec.Name, sb.ID, string(sb.State), string(spec), unixNano(sb.CreatedAt), unixNano(sb.StartedAt),
 		unixNano(sb.EndedAt), exit, sb.EndReason, sb.Error, sb.AgentVersion, sb.Dir, string(info),
-		unixNano(sb.PausedAt), int64(sb.PausedFor), env, int64(sb.Lifetime)}, nil
+		unixNano(sb.PausedAt), int64(sb.PausedFor), env, int64(sb.Lifetime), sb.PauseKind, sb.FSImage}, nil
 }
 
 // GetSandbox returns the record of id.
@@ -117,7 +117,7 @@ func (s *Store) scanSandbox(r scanner) (*sandbox.Sandbox, error) {
 		lifetime                int64
 	)
 	if err := r.Scan(&sb.ID, &state, &spec, &created, &started, &ended, &exit,
-		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &info, &pausedAt, &pausedFor, &env, &lifetime); err != nil {
+		&sb.EndReason, &sb.Error, &sb.AgentVersion, &sb.Dir, &info, &pausedAt, &pausedFor, &env, &lifetime, &sb.PauseKind, &sb.FSImage); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(info), &sb.RuntimeInfo); err != nil || len(sb.RuntimeInfo) == 0 {

@@ -73,6 +73,7 @@ func TestProcessesTableDropped(t *testing.T) {
 		`INSERT INTO processes VALUES ('sb-old', 7, '[]', 1)`,
 		`INSERT INTO sandboxes (id, state, spec, created_at) VALUES ('sb-kept', 'terminated', '{}', 1)`,
 		`ALTER TABLE sandboxes DROP COLUMN env_sealed`, `ALTER TABLE snapshots DROP COLUMN env_sealed`, // added by 7 and 8
+		`ALTER TABLE sandboxes DROP COLUMN pause_kind`, `ALTER TABLE sandboxes DROP COLUMN fs_image`, // added by 15
 		`ALTER TABLE sandboxes DROP COLUMN lifetime`, // a version 5 database had none
 		`PRAGMA user_version = 5`,
 	} {

@@ -53,6 +53,14 @@ type Sandbox struct {
 	// count against the lifetime timeout.
 	PausedAt  time.Time
 	PausedFor time.Duration
+	// PauseKind is how the sandbox is paused (PauseMemory or
+	// PauseFilesystem); empty unless paused.
+	PauseKind string
+	// FSImage is the image the sandbox's last filesystem-only pause saved
+	// its root filesystem to, which it runs on since (Spec.Image names
+	// it then): the sandbox's own, removed when it ends or is saved again,
+	// unless a tag or a snapshot holds it.
+	FSImage string
 	// Lifetime is the running time the sandbox may have, counted from
 	// CreatedAt with paused time left out; zero means Spec.Timeout. It
 	// is set when the lifetime is changed while the sandbox lives
@@ -70,6 +78,17 @@ type Sandbox struct {
 	// in the records.
 	Phases []Phase
 }
+
+// How a paused sandbox is paused (Sandbox.PauseKind).
+const (
+	// PauseMemory: saved whole (memory, processes, connections, files);
+	// resuming restores it as it was.
+	PauseMemory = "memory"
+	// PauseFilesystem: only its root filesystem is kept, as an image;
+	// resuming boots it afresh on that image, under the same id, network
+	// and ports, with no process of before.
+	PauseFilesystem = "filesystem"
+)
 
 // Phase is one timed step of a create.
 type Phase struct {

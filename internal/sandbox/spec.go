@@ -53,6 +53,11 @@ type Spec struct {
 	// of ending it (E2B's lifecycle.onTimeout "pause"); resuming it gives
 	// it a fresh Timeout.
 	PauseOnTimeout bool `json:"pause_on_timeout,omitempty"`
+	// PauseFilesystem makes the pauses the daemon takes by itself
+	// (pause_on_timeout) filesystem-only (PauseFilesystem): no memory is
+	// kept, and only an explicit resume boots the sandbox again (E2B's
+	// lifecycle.onTimeout keepMemory: false).
+	PauseFilesystem bool `json:"pause_filesystem,omitempty"`
 	// AutoResume lets the next call on a paused sandbox resume it (as
 	// AutoPause always does); without it only an explicit resume does.
 	AutoResume bool              `json:"auto_resume,omitempty"`
@@ -216,6 +221,12 @@ func (s *Spec) normalizeTimes() error {
 	}
 	if s.AutoResume && !s.AutoPause && !s.PauseOnTimeout {
 		return errdefs.Invalid("auto_resume", "needs auto_pause or pause_on_timeout (nothing pauses the sandbox by itself otherwise)")
+	}
+	switch {
+	case s.PauseFilesystem && !s.PauseOnTimeout:
+		return errdefs.Invalid("pause_filesystem", "needs pause_on_timeout (the pause it makes filesystem-only)")
+	case s.PauseFilesystem && (s.AutoResume || s.AutoPause):
+		return errdefs.Invalid("pause_filesystem", "cannot go with auto_resume or auto_pause: a filesystem-only pause keeps no processes, so only an explicit resume boots the sandbox again")
 	}
 	return nil
 }

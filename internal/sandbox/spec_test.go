@@ -35,6 +35,10 @@ func TestNormalize(t *testing.T) {
 		{"tiny disk", Spec{DiskMB: 1}, "disk_mb"},
 		{"auto resume with nothing pausing", Spec{AutoResume: true}, "auto_resume"},
 		{"pause on timeout", Spec{PauseOnTimeout: true, AutoResume: true}, ""},
+		{"filesystem-only pause on timeout", Spec{PauseOnTimeout: true, PauseFilesystem: true}, ""},
+		{"filesystem-only with nothing pausing", Spec{PauseFilesystem: true}, "pause_filesystem"},
+		{"filesystem-only with auto resume", Spec{PauseOnTimeout: true, PauseFilesystem: true, AutoResume: true}, "pause_filesystem"},
+		{"filesystem-only with auto pause", Spec{PauseOnTimeout: true, PauseFilesystem: true, AutoPause: true, IdleTimeout: time.Minute}, "pause_filesystem"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

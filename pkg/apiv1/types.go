@@ -24,6 +24,10 @@ type CreateSandboxRequest struct {
 	// PauseOnTimeout pauses the sandbox when its lifetime ends instead of
 	// ending it; a resume gives it a fresh timeout.
 	PauseOnTimeout bool `json:"pause_on_timeout,omitempty"`
+	// PauseFilesystem makes pause_on_timeout's pause filesystem-only
+	// (PauseRequest.KeepMemory false); it goes without auto_resume and
+	// auto_pause.
+	PauseFilesystem bool `json:"pause_filesystem,omitempty"`
 	// AutoResume lets the next API call on the sandbox, paused by
 	// pause_on_timeout, resume it.
 	AutoResume bool              `json:"auto_resume,omitempty"`
@@ -77,27 +81,33 @@ type NetworkPolicy struct {
 
 // Sandbox is what the API reports about one sandbox.
 type Sandbox struct {
-	ID             string            `json:"id"`
-	Name           string            `json:"name,omitempty"`
-	State          string            `json:"state"`
-	Runtime        string            `json:"runtime"`
-	Image          string            `json:"image"`
-	CPU            float64           `json:"cpu"`
-	CPULimit       float64           `json:"cpu_limit"`
-	MemoryMB       int64             `json:"memory_mb"`
-	MemoryLimitMB  int64             `json:"memory_limit_mb"`
-	DiskMB         int64             `json:"disk_mb"`
-	Timeout        float64           `json:"timeout"`
-	IdleTimeout    float64           `json:"idle_timeout,omitempty"`
-	AutoPause      bool              `json:"auto_pause,omitempty"`
-	PauseOnTimeout bool              `json:"pause_on_timeout,omitempty"`
-	AutoResume     bool              `json:"auto_resume,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	Workdir        string            `json:"workdir,omitempty"`
-	User           string            `json:"user,omitempty"`
-	Tags           map[string]string `json:"tags,omitempty"`
-	Entrypoint     []string          `json:"entrypoint,omitempty"`
-	Network        NetworkPolicy     `json:"network"`
+	ID             string  `json:"id"`
+	Name           string  `json:"name,omitempty"`
+	State          string  `json:"state"`
+	Runtime        string  `json:"runtime"`
+	Image          string  `json:"image"`
+	CPU            float64 `json:"cpu"`
+	CPULimit       float64 `json:"cpu_limit"`
+	MemoryMB       int64   `json:"memory_mb"`
+	MemoryLimitMB  int64   `json:"memory_limit_mb"`
+	DiskMB         int64   `json:"disk_mb"`
+	Timeout        float64 `json:"timeout"`
+	IdleTimeout    float64 `json:"idle_timeout,omitempty"`
+	AutoPause      bool    `json:"auto_pause,omitempty"`
+	PauseOnTimeout bool    `json:"pause_on_timeout,omitempty"`
+	// PauseFilesystem: pause_on_timeout pauses filesystem-only.
+	PauseFilesystem bool `json:"pause_filesystem,omitempty"`
+	AutoResume      bool `json:"auto_resume,omitempty"`
+	// PauseKind is how a paused sandbox is paused: "memory" (resume
+	// restores its processes) or "filesystem" (resume boots it afresh on
+	// the image its files were saved to, which Image names since).
+	PauseKind  string            `json:"pause_kind,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Workdir    string            `json:"workdir,omitempty"`
+	User       string            `json:"user,omitempty"`
+	Tags       map[string]string `json:"tags,omitempty"`
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Network    NetworkPolicy     `json:"network"`
 	// Secrets and SecretHeaders are the secrets' names and header rules,
 	// never their values.
 	Secrets       []string       `json:"secrets,omitempty"`
@@ -395,6 +405,17 @@ type PruneKept struct {
 	Until *time.Time `json:"until,omitempty"`
 	// Node is the cluster node that kept it (a control plane's prune).
 	Node string `json:"node,omitempty"`
+}
+
+// PauseRequest is the optional body of POST /v1/sandboxes/{id}/pause.
+type PauseRequest struct {
+	// KeepMemory false pauses filesystem-only: the sandbox's root
+	// filesystem is saved as an image and the sandbox stops; its
+	// processes, memory and connections end, and resume boots it afresh
+	// on that image, under the same id, network policy and ports.
+	// Absent or true: the whole sandbox is saved, and resume restores it
+	// as it was.
+	KeepMemory *bool `json:"keep_memory,omitempty"`
 }
 
 // SnapshotMemoryRequest is the body of POST

@@ -173,6 +173,8 @@ func unmovable(sb apiv1.Sandbox) string {
 		return "running: a drain moves paused sandboxes only (pause it to have it moved)"
 	case sb.State != "paused":
 		return fmt.Sprintf("%s: a drain moves paused sandboxes only", sb.State)
+	case sb.PauseKind == "filesystem":
+		return "paused filesystem-only: its files are an image of this node, which a drain does not move"
 	case len(sb.Volumes) > 0:
 		return "it mounts volumes, which memory snapshots refuse"
 	case len(sb.Entrypoint) > 0:

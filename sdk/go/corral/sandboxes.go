@@ -139,6 +139,18 @@ func (c *Client) Pause(ctx context.Context, id string) (*apiv1.Sandbox, error) {
 	return &sb, nil
 }
 
+// PauseFilesystem pauses a running sandbox keeping only its root
+// filesystem (as an image): its processes end, and Resume boots it
+// afresh on its files, under the same id.
+func (c *Client) PauseFilesystem(ctx context.Context, id string) (*apiv1.Sandbox, error) {
+	keep := false
+	var sb apiv1.Sandbox
+	if err := c.call(ctx, "POST", sbPath(id, "/pause"), nil, apiv1.PauseRequest{KeepMemory: &keep}, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
 // Resume brings a paused sandbox back with its processes and files.
 func (c *Client) Resume(ctx context.Context, id string) (*apiv1.Sandbox, error) {
 	var sb apiv1.Sandbox
