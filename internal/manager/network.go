@@ -127,41 +127,67 @@ func (m *Manager) writeDecisions() {
 	for {
 		select {
 		case <-m.ctx.Done():
+			m.flushDecisions()
 			return
 		case now := <-tick.C:
-			for _, r := range m.declog.due(now) {
-				msg, f := r.event()
-				m.event(r.sandbox, "limit_reached", msg, f)
-			}
+			m.writeFolds(now)
 		case d := <-m.decisions:
-			if d.Limit != "" {
-				m.limitEvent(d.SandboxID, resourceOf(d.Via), d.Limit, d.LimitMax, d.Refused)
-				continue
-			}
-			kind := "egress_denied"
-			if d.Allowed {
-				kind = "egress_allowed"
-			}
-			f := map[string]string{"proto": d.Proto, "via": d.Via}
-			if d.Dst.IsValid() {
-				f["dst"] = d.Dst.String()
-				f["port"] = fmt.Sprint(d.Port)
-			}
-			if d.Domain != "" {
-				f["domain"] = d.Domain
-			}
-			if d.Reason != "" {
-				f["reason"] = d.Reason
-			}
-			if d.Rcode != "" {
-				f["rcode"] = d.Rcode
-			}
-			if d.Time.IsZero() {
-				d.Time = time.Now()
-			}
-			m.event(d.SandboxID, kind, d.String(), f)
+			m.writeDecision(d)
 		}
 	}
+}
+
+// flushDecisions writes, as the daemon stops, the decisions still queued
+// and every window's folds, ended or not: nothing counted is lost.
+func (m *Manager) flushDecisions() {
+	for {
+		select {
+		case d := <-m.decisions:
+			m.writeDecision(d)
+		default:
+			m.writeFolds(time.Now().Add(DecisionWindow))
+			return
+		}
+	}
+}
+
+// writeFolds writes the limit_reached events of the fold windows ended
+// by now.
+func (m *Manager) writeFolds(now time.Time) {
+	for _, r := range m.declog.due(now) {
+		msg, f := r.event()
+		m.event(r.sandbox, "limit_reached", msg, f)
+	}
+}
+
+// writeDecision writes one decision (or a limit's refusal) as an event.
+func (m *Manager) writeDecision(d policy.Decision) {
+	if d.Limit != "" {
+		m.limitEvent(d.SandboxID, resourceOf(d.Via), d.Limit, d.LimitMax, d.Refused)
+		return
+	}
+	kind := "egress_denied"
+	if d.Allowed {
+		kind = "egress_allowed"
+	}
+	f := map[string]string{"proto": d.Proto, "via": d.Via}
+	if d.Dst.IsValid() {
+		f["dst"] = d.Dst.String()
+		f["port"] = fmt.Sprint(d.Port)
+	}
+	if d.Domain != "" {
+		f["domain"] = d.Domain
+	}
+	if d.Reason != "" {
+		f["reason"] = d.Reason
+	}
+	if d.Rcode != "" {
+		f["rcode"] = d.Rcode
+	}
+	if d.Time.IsZero() {
+		d.Time = time.Now()
+	}
+	m.event(d.SandboxID, kind, d.String(), f)
 }
 
 // Address returns the network address of the live sandbox id and its
