@@ -233,7 +233,12 @@ func (n *Node) beatOnce(ctx context.Context) error {
 	}
 	var live []store.Live
 	for _, sb := range sbs {
-		if !sb.State.Terminal() {
+		switch {
+		case sb.State == sandbox.Creating:
+			// Its bind records its state once it runs; a beat listed
+			// before and written after would undo that until the next.
+			live = append(live, store.Live{ID: sb.ID})
+		case !sb.State.Terminal():
 			live = append(live, store.Live{ID: sb.ID, State: string(sb.State)})
 		}
 	}
