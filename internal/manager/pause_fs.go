@@ -93,7 +93,7 @@ func (m *Manager) stopOnImage(ctx context.Context, h *handle.Handle, img imagest
 		m.dropFSImage(digest)
 		return nil, err
 	}
-	if err := m.cfg.Images.Lease(id, img.Digest); err != nil {
+	if err := m.cfg.Images.MoveLease(id, img.Digest); err != nil {
 		m.log.WarnContext(ctx, "leasing a paused sandbox's filesystem image; the resume leases it again", "sandbox", id, "err", err)
 	}
 	if client := h.SetAgent(nil); client != nil {
@@ -140,6 +140,11 @@ func (m *Manager) resumeFilesystem(ctx context.Context, h *handle.Handle) (*sand
 	params := runtime.StartParams{
 		Ref: h.Ref(), AgentBinary: m.cfg.AgentBinary, Resources: resourcesOf(rec.Spec), Hostname: rec.ID,
 	}
+	if m.cfg.Images != nil && rec.FSImage != "" { // the pause may have failed to
+		if err := m.cfg.Images.MoveLease(h.ID(), imagestore.Digest(rec.FSImage)); err != nil {
+			return nil, err
+		}
+	}
 	if err := m.prepareImage(h, &params); err != nil {
 		return nil, err
 	}
@@ -147,6 +152,9 @@ func (m *Manager) resumeFilesystem(ctx context.Context, h *handle.Handle) (*sand
 		slot, ok := m.cfg.Network.Layer.Slot(h.ID())
 		if !ok {
 			return nil, fmt.Errorf("sandbox %s has no network slot to boot in", h.ID())
+		}
+		if err := m.cfg.Network.Layer.Readdress(h.ID()); err != nil {
+			return nil, err
 		}
 		params.NetnsPath, params.Nameservers = slot.NetnsPath, []string{slot.Gateway.String()}
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"corral/internal/errdefs"
 )
 
 // createNetns creates a network namespace with IPv6 disabled and
@@ -220,6 +222,46 @@ func writeSysctl(key, value string) error {
 	}
 	if err := os.WriteFile(p, []byte(value), 0o644); err != nil {
 		return fmt.Errorf("setting %s=%s: %w", strings.ReplaceAll(key, "/", "."), value, err)
+	}
+	return nil
+}
+
+// Readdress gives sandbox id's interface in its namespace its address
+// and default route again, as Attach left them: a runtime may take them
+// off when it starts (runsc's netstack takes the interface over and
+// strips its addresses so the host's stack never answers for the
+// sandbox), and a sandbox started again in the same slot (a reboot after
+// a filesystem-only pause) needs them to find its network. Idempotent.
+func (n *Network) Readdress(id string) error {
+	n.mu.RLock()
+	s, ok := n.slots[id]
+	n.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("readdressing sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	ns, err := netns.GetFromPath(s.NetnsPath)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", s.NetnsPath, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", s.NetnsPath, err)
+	}
+	defer h.Close()
+	eth, err := h.LinkByName(s.SandboxLink)
+	if err != nil {
+		return fmt.Errorf("finding %s in %s: %w", s.SandboxLink, s.NetnsPath, err)
+	}
+	if err := h.AddrReplace(eth, &netlink.Addr{IPNet: ipNet(s.Addr, s.Prefix.Bits())}); err != nil {
+		return fmt.Errorf("addressing %s: %w", s.SandboxLink, err)
+	}
+	if err := h.LinkSetUp(eth); err != nil {
+		return fmt.Errorf("bringing up %s: %w", s.SandboxLink, err)
+	}
+	def := &netlink.Route{LinkIndex: eth.Attrs().Index, Gw: net.IP(s.Gateway.AsSlice()), Family: unix.AF_INET}
+	if err := h.RouteReplace(def); err != nil {
+		return fmt.Errorf("default route via %v: %w", s.Gateway, err)
 	}
 	return nil
 }

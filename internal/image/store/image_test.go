@@ -199,6 +199,19 @@ func TestLeases(t *testing.T) {
 	if err := s.Lease("sb-aaaaaaaaaaaaaaac", Digest("sha256:"+strings.Repeat("ee", 32))); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("lease of a missing image: %v", err)
 	}
+	// A filesystem-only pause moves a sandbox's lease to its new image.
+	if err := s.MoveLease("sb-aaaaaaaaaaaaaaab", b.Digest); err != nil {
+		t.Fatal(err)
+	}
+	if leases, _ := s.Leases(); leases["sb-aaaaaaaaaaaaaaab"] != b.Digest {
+		t.Fatalf("after MoveLease: %v", leases)
+	}
+	if err := s.MoveLease("sb-aaaaaaaaaaaaaaab", Digest("sha256:"+strings.Repeat("ee", 32))); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("moving a lease to a missing image: %v", err)
+	}
+	if err := s.MoveLease("../x", a.Digest); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("MoveLease of a bad holder: %v", err)
+	}
 	if err := s.Release("sb-aaaaaaaaaaaaaaab"); err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,27 @@ func (s *Store) Lease(sandboxID string, d Digest) error {
 	return nil
 }
 
+// MoveLease makes sandboxID lease image d instead of the one it leases,
+// if any, in one step: a sandbox whose root filesystem moved to another
+// image (a filesystem-only pause) never holds neither.
+func (s *Store) MoveLease(sandboxID string, d Digest) error {
+	if err := checkHolder(sandboxID); err != nil {
+		return err
+	}
+	if _, err := ParseDigest(string(d)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.readImage(d); err != nil {
+		return fmt.Errorf("leasing for sandbox %s: %w", sandboxID, err)
+	}
+	if err := writeFileAtomic(s.path("leases", sandboxID), []byte(string(d)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("leasing for sandbox %s: %w", sandboxID, err)
+	}
+	return nil
+}
+
 // Release drops sandboxID's lease, if any. The image and its mount stay
 // until Prune.
 func (s *Store) Release(sandboxID string) error {

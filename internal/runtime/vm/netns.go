@@ -37,6 +37,14 @@ func plugNetwork(nsPath, mac string) (*vminit.Network, *os.File, error) {
 		return nil, nil, err
 	}
 	defer h.Close()
+	// A bridge of an earlier run of this sandbox in the same namespace (a
+	// reboot after a filesystem-only pause) goes first, freeing eth0; the
+	// network layer has addressed eth0 again (netpolicy.Readdress).
+	if old, err := h.LinkByName(bridgeLink); err == nil {
+		if err := h.LinkDel(old); err != nil {
+			return nil, nil, fmt.Errorf("removing the previous run's %s: %w", bridgeLink, err)
+		}
+	}
 	eth, err := h.LinkByName(sandboxLink)
 	if err != nil {
 		return nil, nil, fmt.Errorf("finding %s in %s: %w", sandboxLink, nsPath, err)
