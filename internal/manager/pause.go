@@ -87,7 +87,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (*sandbox.Sandbox, erro
 	if err := p.Resume(ctx, h.Ref()); err != nil {
 		return nil, fmt.Errorf("resuming sandbox %s: %w", id, err)
 	}
-	m.meterResumed(h)
+	m.meterResumed(h, false)
 	return m.resumeLocked(ctx, h, true)
 }
 

@@ -169,7 +169,7 @@ func (m *Manager) resumeFilesystem(ctx context.Context, h *handle.Handle) (*sand
 		}
 		return nil, fmt.Errorf("resuming sandbox %s: %w", h.ID(), err)
 	}
-	m.meterRebooted(h)
+	m.meterResumed(h, true)
 	return m.resumedLocked(ctx, h, client, true)
 }
 

@@ -169,27 +169,11 @@ func (m *Manager) meterPausing(h *handle.Handle) {
 	}
 }
 
-// meterRebooted starts the clock again of a sandbox booted afresh by a
-// resume (a filesystem-only pause): its CPU counter starts from zero on
-// either runtime.
-func (m *Manager) meterRebooted(h *handle.Handle) {
-	if m.meter == nil {
-		return
-	}
-	rec := h.Record()
-	if pooled(rec) || rec.StartedAt.IsZero() {
-		return
-	}
-	m.account(rec, func(a *usage.Account) {
-		a.Skip(time.Now())
-		a.CPURestarted()
-	})
-}
-
 // meterResumed starts a resumed sandbox's clock again. gVisor restores a
 // sandbox into new processes and a new cgroup, whose counters start from
-// zero; a vm's QEMU keeps its own.
-func (m *Manager) meterResumed(h *handle.Handle) {
+// zero; a vm's QEMU keeps its own, unless the resume booted the sandbox
+// afresh (rebooted: a filesystem-only pause).
+func (m *Manager) meterResumed(h *handle.Handle, rebooted bool) {
 	if m.meter == nil {
 		return
 	}
@@ -199,7 +183,7 @@ func (m *Manager) meterResumed(h *handle.Handle) {
 	}
 	m.account(rec, func(a *usage.Account) {
 		a.Skip(time.Now())
-		if h.Runtime().Name() == "gvisor" {
+		if rebooted || h.Runtime().Name() == "gvisor" {
 			a.CPURestarted()
 		}
 	})

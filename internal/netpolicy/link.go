@@ -162,19 +162,26 @@ func setupSandboxSide(h *netlink.Handle, s *slotState) error {
 	if err := h.LinkSetUp(lo); err != nil {
 		return fmt.Errorf("bringing up lo: %w", err)
 	}
+	return addressSandboxLink(h, s)
+}
+
+// addressSandboxLink gives the sandbox's interface its address and
+// default route and brings it up; it replaces what is there, so it also
+// restores them (Readdress).
+func addressSandboxLink(h *netlink.Handle, s *slotState) error {
 	eth, err := h.LinkByName(s.SandboxLink)
 	if err != nil {
 		return fmt.Errorf("finding %s in %s: %w", s.SandboxLink, s.NetnsPath, err)
 	}
-	if err := h.AddrAdd(eth, &netlink.Addr{IPNet: ipNet(s.Addr, s.Prefix.Bits())}); err != nil {
+	if err := h.AddrReplace(eth, &netlink.Addr{IPNet: ipNet(s.Addr, s.Prefix.Bits())}); err != nil {
 		return fmt.Errorf("addressing %s: %w", s.SandboxLink, err)
 	}
 	if err := h.LinkSetUp(eth); err != nil {
 		return fmt.Errorf("bringing up %s: %w", s.SandboxLink, err)
 	}
 	def := &netlink.Route{LinkIndex: eth.Attrs().Index, Gw: net.IP(s.Gateway.AsSlice()), Family: unix.AF_INET}
-	if err := h.RouteAdd(def); err != nil {
-		return fmt.Errorf("adding default route via %v: %w", s.Gateway, err)
+	if err := h.RouteReplace(def); err != nil {
+		return fmt.Errorf("default route via %v: %w", s.Gateway, err)
 	}
 	return nil
 }
@@ -249,19 +256,5 @@ func (n *Network) Readdress(id string) error {
 		return fmt.Errorf("netlink in %s: %w", s.NetnsPath, err)
 	}
 	defer h.Close()
-	eth, err := h.LinkByName(s.SandboxLink)
-	if err != nil {
-		return fmt.Errorf("finding %s in %s: %w", s.SandboxLink, s.NetnsPath, err)
-	}
-	if err := h.AddrReplace(eth, &netlink.Addr{IPNet: ipNet(s.Addr, s.Prefix.Bits())}); err != nil {
-		return fmt.Errorf("addressing %s: %w", s.SandboxLink, err)
-	}
-	if err := h.LinkSetUp(eth); err != nil {
-		return fmt.Errorf("bringing up %s: %w", s.SandboxLink, err)
-	}
-	def := &netlink.Route{LinkIndex: eth.Attrs().Index, Gw: net.IP(s.Gateway.AsSlice()), Family: unix.AF_INET}
-	if err := h.RouteReplace(def); err != nil {
-		return fmt.Errorf("default route via %v: %w", s.Gateway, err)
-	}
-	return nil
+	return addressSandboxLink(h, s)
 }

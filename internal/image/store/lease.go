@@ -26,6 +26,18 @@ func checkHolder(id string) error {
 // no-op; a sandbox holds at most one lease (ErrAlreadyExists for another
 // image).
 func (s *Store) Lease(sandboxID string, d Digest) error {
+	return s.lease(sandboxID, d, false)
+}
+
+// MoveLease makes sandboxID lease image d instead of the one it leases,
+// if any, in one step: a sandbox whose root filesystem moved to another
+// image (a filesystem-only pause) never holds neither.
+func (s *Store) MoveLease(sandboxID string, d Digest) error {
+	return s.lease(sandboxID, d, true)
+}
+
+// lease is Lease, or MoveLease with move.
+func (s *Store) lease(sandboxID string, d Digest, move bool) error {
 	if err := checkHolder(sandboxID); err != nil {
 		return err
 	}
@@ -41,32 +53,11 @@ func (s *Store) Lease(sandboxID string, d Digest) error {
 	if err != nil {
 		return err
 	}
-	if cur, ok := leases[sandboxID]; ok {
+	if cur, ok := leases[sandboxID]; ok && !move {
 		if cur == d {
 			return nil
 		}
 		return fmt.Errorf("%w: sandbox %s already leases image %s", errdefs.ErrAlreadyExists, sandboxID, cur)
-	}
-	if err := writeFileAtomic(s.path("leases", sandboxID), []byte(string(d)+"\n"), 0o644); err != nil {
-		return fmt.Errorf("leasing for sandbox %s: %w", sandboxID, err)
-	}
-	return nil
-}
-
-// MoveLease makes sandboxID lease image d instead of the one it leases,
-// if any, in one step: a sandbox whose root filesystem moved to another
-// image (a filesystem-only pause) never holds neither.
-func (s *Store) MoveLease(sandboxID string, d Digest) error {
-	if err := checkHolder(sandboxID); err != nil {
-		return err
-	}
-	if _, err := ParseDigest(string(d)); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.readImage(d); err != nil {
-		return fmt.Errorf("leasing for sandbox %s: %w", sandboxID, err)
 	}
 	if err := writeFileAtomic(s.path("leases", sandboxID), []byte(string(d)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("leasing for sandbox %s: %w", sandboxID, err)
