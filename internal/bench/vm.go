@@ -89,5 +89,59 @@ func pauseResume(ctx context.Context, c *corral.Client, rt string, n int, cold R
 	compare(out, rt+" restore (resume → first output of echo) vs cold boot (create → first output), same run",
 		"restore", restores, "cold boot", cold)
 	row(out, "pause", pauses)
+	fmt.Fprintln(out)
+	return pauseFilesystem(ctx, c, rt, sb.ID, n, restores, cold, out)
+}
+
+// pauseFilesystem pauses sandbox id filesystem-only and resumes it n
+// times, each round after the sandbox wrote 10 MB of new data, timing the
+// pause and the reboot (resume → first output of echo), beside the same
+// run's memory restores and cold creates.
+func pauseFilesystem(ctx context.Context, c *corral.Client, rt, id string, n int, restores, cold Result, out io.Writer) error {
+	pauses := Result{Name: "fs pause"}
+	reboots := Result{Name: "reboot"}
+	for range n {
+		if err := sh(ctx, c, id, "head -c 10000000 /dev/urandom > /root/bench-blob"); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if _, err := c.PauseFilesystem(ctx, id); err != nil {
+			return fmt.Errorf("filesystem-only pause: %w", err)
+		}
+		pauses.Samples = append(pauses.Samples, time.Since(t0))
+		t0 = time.Now()
+		if _, err := c.Resume(ctx, id); err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		if err := firstOutput(ctx, c, id); err != nil {
+			return err
+		}
+		reboots.Samples = append(reboots.Samples, time.Since(t0))
+	}
+	compare(out, rt+" reboot after a filesystem-only pause (resume → first output of echo; 10 MB written each round) vs restore after a memory pause, same run",
+		"reboot", reboots, "restore", restores)
+	row(out, "cold boot", cold)
+	row(out, "fs pause", pauses)
 	return nil
+}
+
+// sh runs script in sandbox id and waits for it to succeed.
+func sh(ctx context.Context, c *corral.Client, id, script string) error {
+	s, err := c.Exec(ctx, id, apiv1.ExecRequest{Cmd: []string{"sh", "-c", script}})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			return err
+		}
+		if ev.Type == apiv1.EventEnd {
+			if ev.ExitCode != 0 {
+				return fmt.Errorf("%q: exit %d", script, ev.ExitCode)
+			}
+			return nil
+		}
+	}
 }
