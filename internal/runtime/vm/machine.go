@@ -19,10 +19,11 @@ const (
 	defaultRAMMB = 512
 	// minRAMMB is the least RAM a guest boots with: its kernel unpacks
 	// the initramfs, which holds the agent (the corral binary, about
-	// 30 MB), into RAM while the archive is still there, so 128 MiB no
-	// longer boots ("Initramfs unpacking failed: write error"). A smaller
-	// memory request gets this much.
-	minRAMMB = 192
+	// 50 MB now), into RAM while the archive is still there, so 128 MiB
+	// no longer boots ("Initramfs unpacking failed: write error"), and
+	// 192 MiB stopped booting once the binary passed ≈ 49.7 MB. A
+	// smaller memory request gets this much.
+	minRAMMB = 256
 	// QEMU's own memory beside the guest's RAM: its code, device state
 	// and, under TCG, the translation cache (bounded by tbSizeMB).
 	overheadMB    = 192
