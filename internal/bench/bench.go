@@ -211,7 +211,18 @@ func ttiOnce(ctx context.Context, c *corral.Client, req apiv1.CreateSandboxReque
 
 // firstOutput runs echo and returns once its first output arrived.
 func firstOutput(ctx context.Context, c *corral.Client, id string) error {
-	s, err := c.Exec(ctx, id, apiv1.ExecRequest{Cmd: []string{"echo", "hi"}})
+	return execUntil(ctx, c, id, []string{"echo", "hi"}, func(ev apiv1.ExecEvent) (bool, error) {
+		if ev.Type == apiv1.EventEnd {
+			return true, fmt.Errorf("echo ended without output (exit %d)", ev.ExitCode)
+		}
+		return ev.Type == apiv1.EventStdout, nil
+	})
+}
+
+// execUntil runs cmd in sandbox id and reads its events until done says
+// to stop, returning done's error.
+func execUntil(ctx context.Context, c *corral.Client, id string, cmd []string, done func(apiv1.ExecEvent) (bool, error)) error {
+	s, err := c.Exec(ctx, id, apiv1.ExecRequest{Cmd: cmd})
 	if err != nil {
 		return err
 	}
@@ -221,11 +232,8 @@ func firstOutput(ctx context.Context, c *corral.Client, id string) error {
 		if err != nil {
 			return err
 		}
-		if ev.Type == apiv1.EventStdout {
-			return nil
-		}
-		if ev.Type == apiv1.EventEnd {
-			return fmt.Errorf("echo ended without output (exit %d)", ev.ExitCode)
+		if stop, err := done(ev); stop {
+			return err
 		}
 	}
 }

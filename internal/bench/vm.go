@@ -127,21 +127,10 @@ func pauseFilesystem(ctx context.Context, c *corral.Client, rt, id string, n int
 
 // sh runs script in sandbox id and waits for it to succeed.
 func sh(ctx context.Context, c *corral.Client, id, script string) error {
-	s, err := c.Exec(ctx, id, apiv1.ExecRequest{Cmd: []string{"sh", "-c", script}})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	for {
-		ev, err := s.Next()
-		if err != nil {
-			return err
+	return execUntil(ctx, c, id, []string{"sh", "-c", script}, func(ev apiv1.ExecEvent) (bool, error) {
+		if ev.Type == apiv1.EventEnd && ev.ExitCode != 0 {
+			return true, fmt.Errorf("%q: exit %d", script, ev.ExitCode)
 		}
-		if ev.Type == apiv1.EventEnd {
-			if ev.ExitCode != 0 {
-				return fmt.Errorf("%q: exit %d", script, ev.ExitCode)
-			}
-			return nil
-		}
-	}
+		return ev.Type == apiv1.EventEnd, nil
+	})
 }

@@ -52,13 +52,7 @@ func (m *Manager) Pause(ctx context.Context, id string) (*sandbox.Sandbox, error
 	if err != nil {
 		return nil, err
 	}
-	if client := h.SetAgent(nil); client != nil {
-		if err := client.EndSession(ctx); err != nil {
-			m.log.WarnContext(ctx, "ending the agent session before a pause", "sandbox", id, "err", err)
-		}
-		client.Close()
-	}
-	m.meterPausing(h)
+	m.letGo(ctx, h)
 	if err := p.Pause(ctx, h.Ref()); err != nil {
 		m.log.ErrorContext(ctx, "pausing failed; reconnecting", "sandbox", id, "err", err)
 		if _, rerr := m.resumeLocked(ctx, h, false); rerr != nil {
@@ -68,6 +62,20 @@ func (m *Manager) Pause(ctx context.Context, id string) (*sandbox.Sandbox, error
 	}
 	h.Event("paused", "sandbox paused", nil)
 	return rec, nil
+}
+
+// letGo ends the agent session of a sandbox being paused (either kind)
+// and takes its last usage reading; the caller holds h's lock and has
+// recorded the pause, so the watcher does not take the agent's end for a
+// crash.
+func (m *Manager) letGo(ctx context.Context, h *handle.Handle) {
+	if client := h.SetAgent(nil); client != nil {
+		if err := client.EndSession(ctx); err != nil {
+			m.log.WarnContext(ctx, "ending the agent session before a pause", "sandbox", h.ID(), "err", err)
+		}
+		client.Close()
+	}
+	m.meterPausing(h)
 }
 
 // Resume brings a paused sandbox back.

@@ -96,13 +96,7 @@ func (m *Manager) stopOnImage(ctx context.Context, h *handle.Handle, img imagest
 	if err := m.cfg.Images.MoveLease(id, img.Digest); err != nil {
 		m.log.WarnContext(ctx, "leasing a paused sandbox's filesystem image; the resume leases it again", "sandbox", id, "err", err)
 	}
-	if client := h.SetAgent(nil); client != nil {
-		if err := client.EndSession(ctx); err != nil {
-			m.log.WarnContext(ctx, "ending the agent session before a pause", "sandbox", id, "err", err)
-		}
-		client.Close()
-	}
-	m.meterPausing(h)
+	m.letGo(ctx, h)
 	if err := h.Runtime().Destroy(context.WithoutCancel(ctx), h.Ref()); err != nil {
 		m.log.WarnContext(ctx, "stopping a sandbox paused to its filesystem; the resume stops it again", "sandbox", id, "err", err)
 	}
