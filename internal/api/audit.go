@@ -15,10 +15,17 @@ import (
 	"corral/pkg/apiv1"
 )
 
-// SetAudit makes the server record its changing calls in t and serve
-// /v1/audit; call it before serving. Without it (or with nil) the trail is
-// off and /v1/audit answers failed_precondition.
-func (s *Server) SetAudit(t *audit.Trail) { s.trail = t }
+// SetAudit makes the server serve /v1/audit from t and record its
+// changing calls through rec (the sandbox trail's writer, which charges a
+// call naming a sandbox to that sandbox's budget); call it before serving.
+// Without it (or with a nil t) the trail is off and /v1/audit answers
+// failed_precondition.
+func (s *Server) SetAudit(t *audit.Trail, rec audit.Recorder) {
+	s.trail, s.recorder = t, rec
+	if t == nil {
+		s.recorder = nil
+	}
+}
 
 // audited records the route's call in the trail (audit.Trail.Calls), by
 // the holder of the bearer token, for the sandbox the route names.
@@ -32,11 +39,11 @@ func (s *Server) audited(next http.HandlerFunc) http.HandlerFunc {
 	}
 	sandbox := func(r *http.Request) string { return r.PathValue("id") }
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.trail == nil {
+		if s.recorder == nil {
 			next(w, r)
 			return
 		}
-		s.trail.Calls("api", next, caller, sandbox).ServeHTTP(w, r)
+		audit.Calls(s.recorder, "api", next, caller, sandbox).ServeHTTP(w, r)
 	}
 }
 

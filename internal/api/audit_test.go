@@ -34,7 +34,7 @@ func newAuditEnv(t *testing.T) *apiEnv {
 		trail, c.Audit = tr, tr
 	})
 	s := New(e.m, nil, testToken, "test", slog.New(slog.DiscardHandler))
-	s.SetAudit(trail)
+	s.SetAudit(trail, trail)
 	e.srv = httptest.NewServer(s)
 	t.Cleanup(e.srv.Close)
 	e.c = corral.New(e.srv.URL, testToken)

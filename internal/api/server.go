@@ -28,14 +28,15 @@ import (
 
 // Server is the HTTP API.
 type Server struct {
-	m       *manager.Manager
-	builder *build.Builder
-	token   string
-	red     *hostpath.Redactor // host paths out of what callers see
-	log     *slog.Logger
-	version string
-	mux     *http.ServeMux
-	trail   *audit.Trail // nil: the audit trail is off (audit.go)
+	m        *manager.Manager
+	builder  *build.Builder
+	token    string
+	red      *hostpath.Redactor // host paths out of what callers see
+	log      *slog.Logger
+	version  string
+	mux      *http.ServeMux
+	trail    *audit.Trail   // nil: the audit trail is off (audit.go)
+	recorder audit.Recorder // where changing calls are recorded (nil: off)
 	// sessions, when set, signs browsers in: a console session cookie
 	// authorises like the token (with CSRF checks: internal/websession).
 	sessions *websession.Store

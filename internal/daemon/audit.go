@@ -11,6 +11,7 @@ import (
 	"corral/internal/audit"
 	"corral/internal/e2b"
 	"corral/internal/records"
+	"corral/internal/sandboxlog"
 )
 
 // DefaultAuditRetention is how long the audit trail keeps an entry
@@ -29,10 +30,25 @@ func openAudit(ctx context.Context, cfg Config, st *records.Store, log *slog.Log
 	return audit.Open(ctx, audit.Config{Store: st, Retention: cfg.AuditRetention, Log: log})
 }
 
+// calls is the audit trail (nil: off) and the writer that records API
+// calls naming a sandbox within its budget.
+type calls struct {
+	trail *audit.Trail
+	w     *sandboxlog.Writer
+}
+
+// recorder is where API calls are recorded: nil when the trail is off.
+func (c calls) recorder() audit.Recorder {
+	if c.trail == nil {
+		return nil
+	}
+	return c.w
+}
+
 // e2bAudited records the E2B control API's changing calls, by the holder
 // of the daemon token its key carries (the same caller as on the native
 // API).
-func e2bAudited(t *audit.Trail, h http.Handler) http.Handler {
+func e2bAudited(rec audit.Recorder, h http.Handler) http.Handler {
 	caller := func(r *http.Request) string {
 		key := r.Header.Get("X-API-KEY")
 		if tok, ok := strings.CutPrefix(key, e2b.KeyPrefix); ok {
@@ -48,7 +64,7 @@ func e2bAudited(t *audit.Trail, h http.Handler) http.Handler {
 		id, _, _ := strings.Cut(rest, "/")
 		return id
 	}
-	return t.Calls("e2b", h, caller, sandbox)
+	return audit.Calls(rec, "e2b", h, caller, sandbox)
 }
 
 // envdAudited names the envd face's caller (the holder of a sandbox's

@@ -25,7 +25,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral/internal/api"
-	"corral/internal/audit"
 	"corral/internal/build"
 	"corral/internal/cluster/node"
 	"corral/internal/console"
@@ -42,6 +41,7 @@ import (
 	"corral/internal/runtime/gvisor"
 	"corral/internal/runtime/vm"
 	"corral/internal/sandbox"
+	"corral/internal/sandboxlog"
 	"corral/internal/seal"
 	"corral/internal/telemetry"
 	"corral/internal/volume"
@@ -133,6 +133,10 @@ type Config struct {
 	// Cluster, when its DB is set, makes this daemon a node of a cluster
 	// (cluster.go).
 	Cluster node.Config
+
+	// logBudget holds the log lines that name a sandbox to its budget
+	// (defaults wraps Logger in it).
+	logBudget *sandboxlog.LogBudget
 }
 
 // metricsInterval maps the daemon's flag (0: off) to the manager's
@@ -185,6 +189,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer trail.Close()
+	// Everything a sandbox makes the host keep goes through one writer,
+	// within the sandbox's budget (closed before the trail: it writes its
+	// last folds there).
+	sbtrail := sandboxlog.Open(sandboxlog.Config{Records: st, Trail: trail, Log: log, Logs: cfg.logBudget})
+	defer sbtrail.Close()
 	gv, err := gvisor.New(gvisor.Config{RunscPath: cfg.RunscPath, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform, Logger: log})
 	if err != nil {
 		return err
@@ -229,7 +238,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtimes: runtimes, Unavailable: unavailable, MaxSandboxes: cfg.MaxSandboxes, WarmPools: warmPools(cfg), Network: networking,
 		Images: images, PortKey: key.Derive(portTokenKeyLabel), MetricsInterval: metricsInterval(cfg.MetricsInterval),
 		HostPaths: []string{cfg.RunscPath, cfg.VMKernel}, Retention: manager.Retention{Keep: cfg.Retention},
-		CACerts: cfg.CACerts, Telemetry: tel, Volumes: volumes, Audit: trail, Metering: cfg.Metering,
+		CACerts: cfg.CACerts, Telemetry: tel, Volumes: volumes, Audit: trail, Trail: sbtrail, Metering: cfg.Metering,
 		SecretCASeed: key.Derive(secretCAKeyLabel),
 	}
 	// The builder keeps filesystem-only pauses' files, and needs the
@@ -278,7 +287,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer nd.Close()
 		nodeTLS = nd.ServerTLS()
 	}
-	h, portsFace := handler(m, builder, token, cfg, nodeTLS != nil, trail, log, tel)
+	h, portsFace := handler(m, builder, token, cfg, nodeTLS != nil, calls{trail, sbtrail}, log, tel)
 	if nd != nil {
 		h = nd.Handler(h)
 	}
@@ -292,12 +301,12 @@ func Run(ctx context.Context, cfg Config) error {
 // authorises the native API), and /metrics behind the token unless --metrics-listen moves
 // it; every request gets an id (reqid). The second handler is the ports
 // origin's (nil when --ports-listen is off).
-func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, secure bool, trail *audit.Trail, log *slog.Logger, tel *telemetry.Metrics) (http.Handler, http.Handler) {
+func handler(m *manager.Manager, b *build.Builder, token string, cfg Config, secure bool, trail calls, log *slog.Logger, tel *telemetry.Metrics) (http.Handler, http.Handler) {
 	version := cfg.Version
 	mux := http.NewServeMux()
-	mux.Handle("/e2b/", e2bAudited(trail, http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log}))))
+	mux.Handle("/e2b/", e2bAudited(trail.recorder(), http.StripPrefix("/e2b", e2b.New(e2b.Config{Manager: m, Builder: b, Token: token, Runtime: cfg.E2BRuntime, Log: log}))))
 	native := api.New(m, b, token, version, log)
-	native.SetAudit(trail)
+	native.SetAudit(trail.trail, trail.recorder())
 	var ports http.Handler
 	// A cluster node serves no browser (its links are TLS pinned for the
 	// control planes): browsers reach ports through a control plane's
@@ -327,8 +336,10 @@ func (cfg *Config) defaults() error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	// A line logged with a request's context names the request.
-	cfg.Logger = slog.New(reqid.NewHandler(cfg.Logger.Handler()))
+	// A line logged with a request's context names the request; one that
+	// names a sandbox is held to that sandbox's log budget.
+	cfg.logBudget = sandboxlog.NewLogBudget(reqid.NewHandler(cfg.Logger.Handler()))
+	cfg.Logger = slog.New(cfg.logBudget)
 	if !filepath.IsAbs(cfg.StateDir) {
 		return fmt.Errorf("--state-dir %q must be an absolute path", cfg.StateDir)
 	}

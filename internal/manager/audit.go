@@ -12,67 +12,12 @@ import (
 	"corral/internal/audit"
 )
 
-// auditedEvents maps the sandbox events the audit trail keeps to the
-// trail's kinds: lifecycle moves, what the sandbox's network did or was
-// refused, and changes made to it. Events that only narrate the daemon's
-// own work (reconnects, log rotation) stay in the event log alone.
-var auditedEvents = map[string]string{
-	"running":         "create",
-	"terminated":      "terminate",
-	"failed":          "failed",
-	"paused":          "pause",
-	"resumed":         "resume",
-	"snapshot":        "snapshot",
-	"fork":            "fork",
-	"updated":         "update",
-	"network_policy":  "network_policy",
-	"egress_allowed":  "egress_allowed",
-	"egress_denied":   "egress_denied",
-	"limit_reached":   "limit_reached",
-	"port_connection": "port_connection",
-	"timeout":         "timeout",
-	"idle_timeout":    "idle_timeout",
-	"oom":             "oom",
-	"crashed":         "crashed",
-}
-
-// auditEvent is the handles' audit hook (handle.Host.Audit). The event's
-// message stays in the event log: a failure's can name host paths, which
-// the trail, exported and verified as it is stored, must not hold.
-func (m *Manager) auditEvent(ctx context.Context, id, kind, _ string, fields map[string]string) {
-	ak, ok := auditedEvents[kind]
-	if !ok {
-		return
-	}
-	f := make(map[string]string, len(fields)+3)
-	for k, v := range fields {
-		f[k] = v
-	}
-	switch ak {
-	case "create":
-		if h := m.lookup(id); h != nil {
-			rec := h.Record()
-			f["image"], f["runtime"] = rec.Spec.Image, rec.Spec.Runtime
-			if rec.Spec.Name != "" {
-				f["name"] = rec.Spec.Name
-			}
-		}
-	}
-	caller := audit.CallerFrom(ctx)
-	if ak == "terminate" || ak == "failed" {
-		if c, ok := m.enders.LoadAndDelete(id); ok && caller == "" {
-			caller = c.(string)
-		}
-	}
-	m.cfg.Audit.Record(ak, id, caller, f)
-}
-
 // noteEnder remembers who asked for sandbox id's end: the terminate
 // event is written under the teardown's own context, which no longer
 // names the caller.
 func (m *Manager) noteEnder(ctx context.Context, id string) {
-	if c := audit.CallerFrom(ctx); c != "" && m.cfg.Audit != nil {
-		m.enders.Store(id, c)
+	if m.cfg.Audit != nil {
+		m.trail.Ender(ctx, id)
 	}
 }
 
@@ -84,7 +29,7 @@ func (m *Manager) auditExec(ctx context.Context, id string, req agentapi.StartRe
 	if m.cfg.Audit == nil {
 		return nil
 	}
-	caller, start := audit.CallerFrom(ctx), time.Now()
+	start := time.Now()
 	argv, _ := json.Marshal(req.Args)
 	var once sync.Once
 	return func(end *agentapi.Event) {
@@ -108,7 +53,7 @@ func (m *Manager) auditExec(ctx context.Context, id string, req agentapi.StartRe
 					f["error"] = end.Error
 				}
 			}
-			m.cfg.Audit.Record("exec", id, caller, f)
+			m.trail.Audit(ctx, "exec", id, f)
 		})
 	}
 }
@@ -124,7 +69,7 @@ func (m *Manager) auditWrite(ctx context.Context, id, path string, r io.Reader) 
 		f := d.Fields()
 		f["path"] = path
 		auditResult(f, err)
-		m.cfg.Audit.Record("file_write", id, audit.CallerFrom(ctx), f)
+		m.trail.Audit(ctx, "file_write", id, f)
 	}
 }
 
@@ -134,7 +79,7 @@ func (m *Manager) auditFile(ctx context.Context, id, kind string, f map[string]s
 		return
 	}
 	auditResult(f, err)
-	m.cfg.Audit.Record(kind, id, audit.CallerFrom(ctx), f)
+	m.trail.Audit(ctx, kind, id, f)
 }
 
 func auditResult(f map[string]string, err error) {

@@ -42,7 +42,7 @@ func (m *Manager) channelLost(h *handle.Handle, seen string, extra map[string]st
 		fields[k] = v
 	}
 	m.log.Warn("agent channel hijacked or silenced; ending the sandbox", "sandbox", h.ID(), "seen", seen)
-	h.Event(sandbox.EndAgentChannelLost, "the sandbox's agent channel was hijacked or silenced from inside; ending it", fields)
+	h.Milestone(sandbox.EndAgentChannelLost, "the sandbox's agent channel was hijacked or silenced from inside; ending it", fields)
 	m.terminateAsync(h.ID(), sandbox.EndAgentChannelLost, nil)
 }
 

@@ -249,6 +249,7 @@ func (m *Manager) markRunning(ctx context.Context, h *handle.Handle, client *age
 	for k, v := range info {
 		fields[k] = v
 	}
+	addIdentity(fields, h.Record().Spec)
 	ch := handle.Change{To: sandbox.Running, Edit: func(s *sandbox.Sandbox) {
 		s.StartedAt = time.Now().UTC()
 		s.AgentVersion = client.AgentVersion()
@@ -303,5 +304,15 @@ func resourcesOf(s sandbox.Spec) runtime.Resources {
 		MemoryLimitMB:   s.MemoryLimitMB,
 		DiskMB:          s.DiskMB,
 		PidsLimit:       sandbox.DefaultPidsLimit,
+	}
+}
+
+// addIdentity adds what a running event says of the sandbox (and its
+// create entry in the audit trail): its image and, when it has one, its
+// name.
+func addIdentity(fields map[string]string, spec sandbox.Spec) {
+	fields["image"] = spec.Image
+	if spec.Name != "" {
+		fields["name"] = spec.Name
 	}
 }

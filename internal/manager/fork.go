@@ -89,7 +89,7 @@ func (s Snapshots) Fork(ctx context.Context, id string, n int) ([]*sandbox.Sandb
 	for i, c := range copies {
 		ids[i] = c.ID
 	}
-	m.event(id, "fork", fmt.Sprintf("forked into %d copies", n), map[string]string{"copies": fmt.Sprint(ids)})
+	m.milestone(id, "fork", fmt.Sprintf("forked into %d copies", n), map[string]string{"copies": fmt.Sprint(ids)})
 	return copies, nil
 }
 
@@ -104,7 +104,7 @@ func (m *Manager) endUnfinishedForks(ctx context.Context, snaps []*sandbox.Snaps
 		}
 		for _, sb := range m.liveFrom(sn.ID) {
 			m.log.Warn("ending a copy of an unfinished fork", "sandbox", sb.ID, "snapshot", sn.ID)
-			m.event(sb.ID, sandbox.EndLost, "the daemon stopped before the fork of "+sn.SandboxID+
+			m.milestone(sb.ID, sandbox.EndLost, "the daemon stopped before the fork of "+sn.SandboxID+
 				" answered: a fork is all or nothing", map[string]string{"snapshot": sn.ID})
 			if _, err := m.Terminate(ctx, sb.ID, sandbox.EndLost, nil); err != nil {
 				m.log.Error("ending a copy of an unfinished fork", "sandbox", sb.ID, "err", err)

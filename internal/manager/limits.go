@@ -2,16 +2,16 @@ package manager
 
 import (
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"corral/internal/errdefs"
 	"corral/internal/keylimit"
+	"corral/internal/sandboxlog"
 )
 
 // Fair shares of the daemon's connection services. The resolver and the
-// egress proxy bound themselves (their refusals reach writeDecisions);
+// egress proxy bound themselves (their refusals reach RecordDecision);
 // the exposed-port proxy's bound is here, in Ports.Dial.
 const (
 	DefaultMaxPortConns           = 4096
@@ -46,27 +46,11 @@ func (c PortConns) shares() (*keylimit.Shares, error) {
 	return s, nil
 }
 
-// resourceOf names what a decision's enforcement point bounds.
-func resourceOf(via string) string {
-	switch via {
-	case "proxy":
-		return "egress_connections"
-	case "dns":
-		return "dns_queries"
-	}
-	return via
-}
-
-// limitEvent tells sandbox id that a fair-share bound refused it: which
-// resource, which bound ("per_sandbox" or "shared"), its size, and how many
-// refusals the event stands for. Callers rate-limit.
+// limitEvent tells sandbox id that a fair-share bound refused it
+// (sandboxlog.LimitEvent). Callers rate-limit.
 func (m *Manager) limitEvent(id, resource, limit string, max, refused int) {
-	what := "this sandbox's limit"
-	if limit == keylimit.RefusedShared.String() {
-		what = "the host-wide ceiling"
-	}
-	m.event(id, "limit_reached", fmt.Sprintf("%s refused: %s of %d reached (%d refused)", resource, what, max, refused),
-		map[string]string{"resource": resource, "limit": limit, "max": strconv.Itoa(max), "refused": strconv.Itoa(refused)})
+	msg, f := sandboxlog.LimitEvent(resource, limit, max, refused)
+	m.event(id, "limit_reached", msg, f)
 }
 
 // acquirePortConn takes a slot of sandbox id's share of port connections,

@@ -34,10 +34,10 @@ import (
 	"corral/internal/keylimit"
 	"corral/internal/manager/handle"
 	"corral/internal/metrics"
-	"corral/internal/netpolicy/policy"
 	"corral/internal/records"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
+	"corral/internal/sandboxlog"
 	"corral/internal/telemetry"
 	"corral/internal/volume"
 )
@@ -115,6 +115,10 @@ type Config struct {
 	Volumes *volume.Store
 	// Audit is the audit trail (audit.go); nil turns it off.
 	Audit *audit.Trail
+	// Trail writes sandboxes' events and audit entries within each
+	// sandbox's budget; nil: the manager opens its own (on Records and
+	// Audit) and closes it.
+	Trail *sandboxlog.Writer
 	// CommitFS keeps a filesystem-only pause's files as an image
 	// (pause_fs.go); nil: such pauses are not supported.
 	CommitFS CommitFS
@@ -147,12 +151,12 @@ type Manager struct {
 	// creatingNames holds the names of creates in flight (reserveName).
 	creatingNames map[string]bool
 
-	decisions chan policy.Decision // egress decisions for the event log
-	declog    *decisionLog         // each sandbox's bound on them
-	cas       secretCAs            // live sandboxes' egress CAs (secrets.go)
-	secrets   secretSource         // where secrets are kept (secretstore.go)
-	nfs       nfsServing           // vm sandboxes' volume servers (volumes_nfs.go)
-	pools     []*warmPool
+	trail    *sandboxlog.Writer
+	ownTrail bool         // opened by New: closed by Close
+	cas      secretCAs    // live sandboxes' egress CAs (secrets.go)
+	secrets  secretSource // where secrets are kept (secretstore.go)
+	nfs      nfsServing   // vm sandboxes' volume servers (volumes_nfs.go)
+	pools    []*warmPool
 	// fillSlot lets one warm pool fill run at a time; foreground counts
 	// the callers' creates starting now, which fills wait for.
 	fillSlot   chan struct{}
@@ -222,19 +226,18 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Manager{cfg: cfg, log: cfg.Logger, records: cfg.Records, ctx: lctx, cancel: cancel,
 		handles: map[string]*handle.Handle{}, creatingNames: map[string]bool{}, versions: map[string]string{}, pools: pools,
-		decisions: make(chan policy.Decision, maxPendingDecisions), declog: newDecisionLog(), fillSlot: make(chan struct{}, 1),
+		trail: cfg.Trail, fillSlot: make(chan struct{}, 1),
 		starting: make(chan struct{}, cfg.MaxStarting), portConns: portConns, portReports: keylimit.Every{Interval: limitReports}}
-	m.host = &handle.Host{Records: cfg.Records, Log: cfg.Logger, Images: cfg.Images,
-		AgentTimeout: cfg.AgentTimeout, Lifetime: lctx}
-	if cfg.Audit != nil {
-		m.host.Audit = m.auditEvent
+	if m.trail == nil {
+		m.trail = sandboxlog.Open(sandboxlog.Config{Records: cfg.Records, Trail: cfg.Audit, Log: cfg.Logger})
+		m.ownTrail = true
 	}
+	m.host = &handle.Host{Records: cfg.Records, Trail: m.trail, Log: cfg.Logger, Images: cfg.Images,
+		AgentTimeout: cfg.AgentTimeout, Lifetime: lctx}
 	if n := cfg.Network; n != nil && n.Layer != nil {
 		m.host.Network, m.host.ForgetDNS = n.Layer, n.Forget
 	}
 	m.procs, m.files, m.ports, m.snaps, m.images = Processes{m}, Files{m: m}, Ports{m}, Snapshots{m}, Images{m}
-	m.wg.Add(1)
-	go m.writeDecisions()
 	if m.sampler = m.newSampler(); m.sampler != nil {
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); m.sampler.Run(m.ctx) }()
@@ -243,6 +246,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if err := m.reconcile(ctx); err != nil {
 		cancel()
 		m.wg.Wait()
+		m.closeTrail()
 		return nil, fmt.Errorf("reconciling sandboxes: %w", err)
 	}
 	m.adoptTemplates(ctx)
@@ -265,6 +269,14 @@ func (m *Manager) Close() {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
+	m.closeTrail()
+}
+
+// closeTrail writes what the trail holds and stops it, when New opened it.
+func (m *Manager) closeTrail() {
+	if m.ownTrail {
+		m.trail.Close()
+	}
 }
 
 func (c *Config) sandboxesDir() string { return filepath.Join(c.StateDir, "sandboxes") }
@@ -355,9 +367,16 @@ func (m *Manager) Events(ctx context.Context, id string, after int64, limit int)
 	return m.records.Events(ctx, id, after, limit)
 }
 
-// event appends to sandbox id's event log; failures are logged.
+// event appends to sandbox id's event log within its budget; failures
+// are logged.
 func (m *Manager) event(id, kind, msg string, fields map[string]string) {
 	m.host.Event(id, kind, msg, fields)
+}
+
+// milestone appends a state move to sandbox id's event log, whatever its
+// budget holds.
+func (m *Manager) milestone(id, kind, msg string, fields map[string]string) {
+	m.host.Milestone(id, kind, msg, fields)
 }
 
 // lookup returns the handle of live sandbox id, or nil.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
@@ -97,97 +96,14 @@ func policyFields(p policy.Policy) map[string]string {
 	return f
 }
 
-// maxPendingDecisions bounds the decisions waiting for the event log.
-const maxPendingDecisions = 4096
-
-// RecordDecision queues an egress decision for the sandbox's event log. It
-// never blocks the packet path and never loses a decision: one past the
-// sandbox's budget, or met by a full queue, is folded into the sandbox's
-// count for its window (decisionlog.go), told by a limit_reached event.
+// RecordDecision records an egress decision in the sandbox's event log,
+// within its budget (sandboxlog): it never blocks the packet path and
+// never loses a decision (one past the budget is folded into a count).
 func (m *Manager) RecordDecision(d policy.Decision) {
 	if d.Limit == "" { // a fair-share refusal is a bound's, not a policy's
 		m.cfg.Telemetry.Egress(d.Allowed, d.Via)
-		if !m.declog.admit(d, time.Now()) {
-			return
-		}
 	}
-	select {
-	case m.decisions <- d:
-	default:
-		m.declog.fold(d, time.Now())
-	}
-}
-
-// writeDecisions drains the decision queue into the event log, and each
-// second writes the folds of the windows that ended.
-func (m *Manager) writeDecisions() {
-	defer m.wg.Done()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-m.ctx.Done():
-			m.flushDecisions()
-			return
-		case now := <-tick.C:
-			m.writeFolds(now)
-		case d := <-m.decisions:
-			m.writeDecision(d)
-		}
-	}
-}
-
-// flushDecisions writes, as the daemon stops, the decisions still queued
-// and every window's folds, ended or not: nothing counted is lost.
-func (m *Manager) flushDecisions() {
-	for {
-		select {
-		case d := <-m.decisions:
-			m.writeDecision(d)
-		default:
-			m.writeFolds(time.Now().Add(DecisionWindow))
-			return
-		}
-	}
-}
-
-// writeFolds writes the limit_reached events of the fold windows ended
-// by now.
-func (m *Manager) writeFolds(now time.Time) {
-	for _, r := range m.declog.due(now) {
-		msg, f := r.event()
-		m.event(r.sandbox, "limit_reached", msg, f)
-	}
-}
-
-// writeDecision writes one decision (or a limit's refusal) as an event.
-func (m *Manager) writeDecision(d policy.Decision) {
-	if d.Limit != "" {
-		m.limitEvent(d.SandboxID, resourceOf(d.Via), d.Limit, d.LimitMax, d.Refused)
-		return
-	}
-	kind := "egress_denied"
-	if d.Allowed {
-		kind = "egress_allowed"
-	}
-	f := map[string]string{"proto": d.Proto, "via": d.Via}
-	if d.Dst.IsValid() {
-		f["dst"] = d.Dst.String()
-		f["port"] = fmt.Sprint(d.Port)
-	}
-	if d.Domain != "" {
-		f["domain"] = d.Domain
-	}
-	if d.Reason != "" {
-		f["reason"] = d.Reason
-	}
-	if d.Rcode != "" {
-		f["rcode"] = d.Rcode
-	}
-	if d.Time.IsZero() {
-		d.Time = time.Now()
-	}
-	m.event(d.SandboxID, kind, d.String(), f)
+	m.trail.Decision(d)
 }
 
 // Address returns the network address of the live sandbox id and its

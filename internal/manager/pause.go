@@ -60,7 +60,7 @@ func (m *Manager) Pause(ctx context.Context, id string) (*sandbox.Sandbox, error
 		}
 		return nil, fmt.Errorf("pausing sandbox %s: %w", id, err)
 	}
-	h.Event("paused", "sandbox paused", nil)
+	h.Milestone("paused", "sandbox paused", nil)
 	return rec, nil
 }
 

@@ -103,7 +103,7 @@ func (m *Manager) stopOnImage(ctx context.Context, h *handle.Handle, img imagest
 	if prev != "" && prev != digest {
 		m.dropFSImage(prev)
 	}
-	h.Event("paused", "sandbox paused, filesystem only", map[string]string{
+	h.Milestone("paused", "sandbox paused, filesystem only", map[string]string{
 		"kind": sandbox.PauseFilesystem, "image": digest, "took": took.Round(time.Millisecond).String()})
 	return rec, nil
 }

@@ -280,8 +280,7 @@ func (m *Manager) claim(ctx context.Context, h *handle.Handle, spec sandbox.Spec
 			s.Spec = spec
 			s.CreatedAt, s.Lifetime = time.Now().UTC(), 0 // and so a new port token (PortToken)
 		},
-		Event: &handle.Event{Kind: "running", Message: "sandbox running (from the warm pool)",
-			Fields: map[string]string{"runtime": h.Runtime().Name(), "warm": "true"}},
+		Event: &handle.Event{Kind: "running", Message: "sandbox running (from the warm pool)", Fields: claimFields(h, spec)},
 	})
 	if err != nil {
 		return nil, false, err
@@ -342,4 +341,11 @@ func (m *Manager) WarmPools() []WarmPoolStatus {
 		p.mu.Unlock()
 	}
 	return out
+}
+
+// claimFields are a warm pool claim's running event's fields.
+func claimFields(h *handle.Handle, spec sandbox.Spec) map[string]string {
+	f := map[string]string{"runtime": h.Runtime().Name(), "warm": "true"}
+	addIdentity(f, spec)
+	return f
 }

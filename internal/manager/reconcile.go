@@ -93,7 +93,7 @@ func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {
 	m.handles[sb.ID] = h
 	m.mu.Unlock()
 	if why := endsWithDaemon(sb); why != "" && sb.State == sandbox.Running {
-		h.Event("terminated", why, nil)
+		h.Milestone("terminated", why, nil)
 		if _, err := m.terminateLocked(h, sandbox.EndTerminated, nil); err != nil {
 			m.log.Error("terminating a sandbox of the previous daemon", "sandbox", sb.ID, "err", err)
 		}
@@ -102,11 +102,11 @@ func (m *Manager) reconcileOne(ctx context.Context, sb *sandbox.Sandbox) {
 	reason, err := m.adopt(ctx, h)
 	if err == nil {
 		m.log.Info("adopted sandbox", "sandbox", sb.ID, "state", h.State())
-		h.Event("adopted", "daemon restarted; sandbox still "+string(h.State()), nil)
+		h.Milestone("adopted", "daemon restarted; sandbox still "+string(h.State()), nil)
 		return
 	}
 	m.log.Warn("sandbox not recoverable after restart", "sandbox", sb.ID, "reason", reason, "err", err)
-	h.Event(reason, "not recoverable after daemon restart: "+err.Error(), nil)
+	h.Milestone(reason, "not recoverable after daemon restart: "+err.Error(), nil)
 	if sb.State == sandbox.Creating {
 		h.Fail(fmt.Errorf("daemon restarted while creating: %w", err))
 		m.forget(h)

@@ -104,7 +104,7 @@ func (s Snapshots) take(ctx context.Context, id, name string) (*sandbox.Snapshot
 		os.RemoveAll(rec.Dir)
 		return nil, err
 	}
-	h.Event("snapshot", "memory snapshot saved", map[string]string{
+	h.Milestone("snapshot", "memory snapshot saved", map[string]string{
 		"snapshot": rec.ID, "bytes": fmt.Sprint(rec.SizeBytes), "took": took.Round(time.Millisecond).String()})
 	return rec, nil
 }
@@ -128,7 +128,7 @@ func (m *Manager) saveLocked(ctx context.Context, h *handle.Handle, client *agen
 		if saveErr == nil && m.agentGoneReason(h) == sandbox.EndAgentChannelLost {
 			m.channelLost(h, "the agent did not answer after a snapshot", map[string]string{"reconnect": err.Error()})
 		} else {
-			h.Event("crashed", "agent gone after a snapshot", map[string]string{"err": err.Error()})
+			h.Milestone("crashed", "agent gone after a snapshot", map[string]string{"err": err.Error()})
 			m.terminateAsync(h.ID(), sandbox.EndCrashed, nil)
 		}
 		return errors.Join(saveErr, err)

@@ -58,7 +58,7 @@ func (m *Manager) watchLoop(h *handle.Handle, client *agentapi.Client) {
 				m.timeoutPause(h, fields)
 				return
 			}
-			h.Event("timeout", "lifetime timeout reached", fields)
+			h.Milestone("timeout", "lifetime timeout reached", fields)
 			m.terminateAsync(rec.ID, sandbox.EndTimeout, nil)
 			return
 		case <-tick.C:
@@ -75,7 +75,7 @@ func (m *Manager) watchLoop(h *handle.Handle, client *agentapi.Client) {
 					m.idlePause(h, it)
 					return
 				}
-				h.Event("idle_timeout", "idle timeout reached", map[string]string{"idle_timeout": it.String()})
+				h.Milestone("idle_timeout", "idle timeout reached", map[string]string{"idle_timeout": it.String()})
 				m.terminateAsync(rec.ID, sandbox.EndIdleTimeout, nil)
 				return
 			}
@@ -130,10 +130,10 @@ func (m *Manager) crashed(h *handle.Handle, st runtime.State, seen string) {
 	fields := map[string]string{"runtime_state": string(st), "seen": seen}
 	reason, detail := m.endCause(h)
 	if reason == sandbox.EndCrashed {
-		h.Event("crashed", "sandbox agent is gone", fields)
+		h.Milestone("crashed", "sandbox agent is gone", fields)
 	} else {
 		h.SetEndDetail(detail)
-		h.Event(reason, detail, fields)
+		h.Milestone(reason, detail, fields)
 	}
 	m.terminateAsync(h.ID(), reason, nil)
 }
@@ -163,7 +163,7 @@ func (m *Manager) endCause(h *handle.Handle) (string, string) {
 // next API call on it resumes it (acquire). A sandbox that cannot be
 // paused ends as an idle timeout would.
 func (m *Manager) idlePause(h *handle.Handle, it time.Duration) {
-	h.Event("idle_timeout", "idle timeout reached; pausing", map[string]string{"idle_timeout": it.String()})
+	h.Milestone("idle_timeout", "idle timeout reached; pausing", map[string]string{"idle_timeout": it.String()})
 	ctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
 	defer cancel()
 	if _, err := m.Pause(ctx, h.ID()); err != nil {
@@ -178,7 +178,7 @@ func (m *Manager) idlePause(h *handle.Handle, it time.Duration) {
 // ended; resuming it gives it a fresh lifetime (resumeLocked). A sandbox
 // that cannot be paused ends as a timeout would.
 func (m *Manager) timeoutPause(h *handle.Handle, fields map[string]string) {
-	h.Event("timeout", "lifetime timeout reached; pausing", fields)
+	h.Milestone("timeout", "lifetime timeout reached; pausing", fields)
 	ctx, cancel := context.WithTimeout(m.ctx, pauseTimeout)
 	defer cancel()
 	o := PauseOptions{Filesystem: h.Record().Spec.PauseFilesystem}

@@ -11,14 +11,22 @@ import (
 	"corral/pkg/apiv1"
 )
 
-// The daemon's bound on a sandbox's detailed network decisions
-// (decisionBurst, DecisionRate, DecisionWindow: a test keeps them
-// equal; the selftest is a client and does not import the daemon).
+// The daemon's budget of a sandbox's detailed records (sandboxlog.Burst,
+// Rate, Window and EvidencePerWindow: a test keeps them equal; the
+// selftest is a client and does not import the daemon).
 const (
-	decisionBurst  = 200
-	decisionRate   = 2
-	decisionWindow = 10 * time.Second
+	trailBurst        = 200
+	trailRate         = 2
+	trailWindow       = 10 * time.Second
+	evidencePerWindow = 32
 )
+
+// trailBound is the most detailed records a sandbox may leave in elapsed:
+// the burst, the rate, and the protected denials detailed past them.
+func trailBound(elapsed time.Duration) int {
+	windows := int(elapsed/trailWindow) + 2
+	return trailBurst + int(elapsed.Seconds()+1)*trailRate + windows*evidencePerWindow
+}
 
 // flooder sends argv[2] UDP datagrams and as many TCP connection attempts
 // to argv[1], never waiting for an answer: every one is a network decision
@@ -39,8 +47,8 @@ for i in range(n):
 `
 
 // exhaustDecisionLog: the attacker floods the network with denied
-// attempts; its detailed decisions stay within the daemon's bound and the
-// rest are counted in folds, never dropped in silence.
+// attempts; its detailed decisions stay within the daemon's budget and
+// the rest are counted in folds, never dropped in silence.
 func exhaustDecisionLog(ctx context.Context, s *session) Result {
 	const n = 4000
 	tried := fmt.Sprintf("send %d UDP datagrams and %d TCP connection attempts to %s, all denied, as fast as possible", n, n, internalAddr)
@@ -57,7 +65,7 @@ func exhaustDecisionLog(ctx context.Context, s *session) Result {
 	if _, err := s.c.Run(ctx, s.a.id, req, nil, io.Discard, io.Discard); err != nil {
 		return inconclusive(tried, err)
 	}
-	time.Sleep(decisionWindow + 2*time.Second) // the window's fold is written once it ends
+	time.Sleep(trailWindow + 2*time.Second) // the window's fold is written once it ends
 	elapsed := time.Since(start)
 	evs, err := s.c.EventsAfter(ctx, s.a.id, after, 0)
 	if err != nil {
@@ -68,14 +76,14 @@ func exhaustDecisionLog(ctx context.Context, s *session) Result {
 		switch {
 		case strings.HasPrefix(e.Kind, "egress_"):
 			detailed++
-		case e.Kind == "limit_reached" && e.Fields["resource"] == "network_decisions":
+		case e.Kind == "limit_reached" && e.Fields["resource"] == "trail":
 			f, _ := strconv.Atoi(e.Fields["folded"])
 			folded += f
 			folds++
 		}
 	}
-	bound := decisionBurst + int(elapsed.Seconds()+1)*decisionRate
-	if folds == 0 && detailed < decisionBurst {
+	bound := trailBound(elapsed)
+	if folds == 0 && detailed < trailBurst {
 		return inconclusive(tried, fmt.Errorf("only %d decisions were logged and none folded: the flood did not reach the bound", detailed))
 	}
 	return verdict(detailed <= bound && folds > 0 && folded > 0, tried,

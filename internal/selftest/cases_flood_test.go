@@ -3,12 +3,12 @@ package selftest
 import (
 	"testing"
 
-	"corral/internal/manager"
+	"corral/internal/sandboxlog"
 )
 
-func TestDecisionBoundMatchesTheDaemon(t *testing.T) {
-	if decisionBurst != manager.DecisionBurst || decisionRate != manager.DecisionRate || decisionWindow != manager.DecisionWindow {
-		t.Fatalf("the selftest's bound (%d, %d/s, %s) is not the daemon's (%d, %d/s, %s)",
-			decisionBurst, decisionRate, decisionWindow, manager.DecisionBurst, manager.DecisionRate, manager.DecisionWindow)
+func TestTrailBudgetMatchesTheDaemon(t *testing.T) {
+	if trailBurst != sandboxlog.Burst || trailRate != sandboxlog.Rate || trailWindow != sandboxlog.Window || evidencePerWindow != sandboxlog.EvidencePerWindow {
+		t.Fatalf("the selftest's budget (%d, %d/s, %s, %d) is not the daemon's (%d, %d/s, %s, %d)",
+			trailBurst, trailRate, trailWindow, evidencePerWindow, sandboxlog.Burst, sandboxlog.Rate, sandboxlog.Window, sandboxlog.EvidencePerWindow)
 	}
 }

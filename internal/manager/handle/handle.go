@@ -25,6 +25,7 @@ import (
 	"corral/internal/records"
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
+	"corral/internal/sandboxlog"
 )
 
 // Handle is one live (not yet terminal) sandbox. Its methods are safe for
@@ -182,8 +183,11 @@ func (h *Handle) Apply(ctx context.Context, c Change) (*sandbox.Sandbox, error) 
 		c.Edit(next)
 	}
 	var evs []records.Event
+	var msg string
+	var fields map[string]string
 	if c.Event != nil {
-		evs = append(evs, records.Event{Kind: c.Event.Kind, Message: c.Event.Message, Fields: c.Event.Fields})
+		msg, fields = sandboxlog.Cap(c.Event.Message, c.Event.Fields)
+		evs = append(evs, records.Event{Kind: c.Event.Kind, Message: msg, Fields: fields})
 	}
 	if err := h.host.Records.PutSandbox(ctx, next, evs...); err != nil {
 		return nil, err
@@ -191,16 +195,21 @@ func (h *Handle) Apply(ctx context.Context, c Change) (*sandbox.Sandbox, error) 
 	h.mu.Lock()
 	h.rec = *next
 	h.mu.Unlock()
-	if c.Event != nil && h.host.Audit != nil {
-		h.host.Audit(ctx, next.ID, c.Event.Kind, c.Event.Message, c.Event.Fields)
+	if c.Event != nil {
+		h.host.Trail.Committed(ctx, next.ID, c.Event.Kind, msg, fields)
 	}
 	return next, nil
 }
 
-// Event appends to the sandbox's event log; a failure is logged, not
-// returned.
+// Event appends to the sandbox's event log within its budget (Host.Event).
 func (h *Handle) Event(kind, msg string, fields map[string]string) {
 	h.host.Event(h.ref.ID, kind, msg, fields)
+}
+
+// Milestone appends a state move to the sandbox's event log, whatever its
+// budget holds (Host.Milestone).
+func (h *Handle) Milestone(kind, msg string, fields map[string]string) {
+	h.host.Milestone(h.ref.ID, kind, msg, fields)
 }
 
 // Acquire returns the agent of a running sandbox and its record, counting

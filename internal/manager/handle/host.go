@@ -8,13 +8,17 @@ import (
 	imagestore "corral/internal/image/store"
 	"corral/internal/netpolicy"
 	"corral/internal/records"
+	"corral/internal/sandboxlog"
 )
 
 // Host is what every handle of one daemon shares: where records and
 // events go, and the owners of the host resources a teardown releases.
 type Host struct {
 	Records *records.Store
-	Log     *slog.Logger
+	// Trail writes the events and audit entries of sandboxes, within each
+	// sandbox's budget.
+	Trail *sandboxlog.Writer
+	Log   *slog.Logger
 	// Network holds sandboxes' namespaces, devices and rules; nil when
 	// sandboxes have no network. ForgetDNS, if set, drops a sandbox's
 	// resolver state.
@@ -27,24 +31,21 @@ type Host struct {
 	// Lifetime is the daemon's lifetime context; events are written under
 	// it, detached from any request.
 	Lifetime context.Context
-	// Audit, if set, sees every event once it is written, with the
-	// context of the change that wrote it (which names the caller) or
-	// Lifetime.
-	Audit func(ctx context.Context, id, kind, msg string, fields map[string]string)
 	// Settle, if set, is the first step of every teardown, while the
 	// sandbox's processes, cgroup and link still exist: usage metering's
 	// last reading and its record.
 	Settle func(ctx context.Context, h *Handle)
 }
 
-// Event appends to sandbox id's event log; a failure is logged, not
-// returned.
+// Event appends to sandbox id's event log (and the audit trail, for the
+// kinds it keeps), within the sandbox's budget: past it, the event is
+// folded into a count (sandboxlog).
 func (h *Host) Event(id, kind, msg string, fields map[string]string) {
-	ev := records.Event{SandboxID: id, Kind: kind, Message: msg, Fields: fields}
-	if err := h.Records.AppendEvent(context.WithoutCancel(h.Lifetime), ev); err != nil {
-		h.Log.Warn("appending event", "sandbox", id, "kind", kind, "err", err)
-	}
-	if h.Audit != nil {
-		h.Audit(h.Lifetime, id, kind, msg, fields)
-	}
+	h.Trail.Event(h.Lifetime, id, kind, msg, fields)
+}
+
+// Milestone appends a state move of sandbox id to its event log, whatever
+// its budget holds.
+func (h *Host) Milestone(id, kind, msg string, fields map[string]string) {
+	h.Trail.Milestone(h.Lifetime, id, kind, msg, fields)
 }

@@ -98,7 +98,7 @@ func (h *Handle) FinishTerminate(reason string, exitCode *int) (*sandbox.Sandbox
 	ctx, cancel := h.teardownContext()
 	defer cancel()
 	if err := h.Teardown(ctx); err != nil {
-		h.Event("error", "destroying sandbox: "+err.Error(), nil)
+		h.Milestone("error", "destroying sandbox: "+err.Error(), nil)
 		return nil, fmt.Errorf("terminating sandbox %s: %w", h.ref.ID, err)
 	}
 	code := sandbox.ExitCodeFor(reason)
@@ -135,7 +135,7 @@ func (h *Handle) Fail(cause error) {
 	defer h.finish()
 	if err := h.Teardown(ctx); err != nil {
 		h.host.Log.Error("rolling back a failed create", "sandbox", h.ref.ID, "err", err)
-		h.Event("error", "rolling back: "+err.Error(), nil)
+		h.Milestone("error", "rolling back: "+err.Error(), nil)
 		return
 	}
 	_, err := h.Apply(ctx, Change{
