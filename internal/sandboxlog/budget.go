@@ -7,8 +7,8 @@ import (
 
 // The budget of one sandbox. Worst case a sandbox makes the host keep, per
 // hour: Burst once, then Rate*3600 detailed records (each an event and an
-// audit entry of at most maxRecordBytes), 3600/Window fold reports (each
-// at most maxReportBytes), EvidencePerWindow*3600/Window protected
+// audit entry of at most MaxRecordBytes), 3600/Window fold reports (each
+// at most MaxReportBytes), EvidencePerWindow*3600/Window protected
 // denials, and its milestones; docs/SECURITY.md turns it into bytes.
 const (
 	Burst  = 200
@@ -26,7 +26,7 @@ const (
 	trackedKeys = 64
 	// evidenceKeys bounds the protected destinations a window names.
 	evidenceKeys = 64
-	// maxKey bounds a fold key's text.
+	// maxKey bounds a fold key's text, as JSON.
 	maxKey = 120
 )
 
@@ -149,9 +149,7 @@ func newWindow(now time.Time) *window {
 func (w *window) add(kind, key string, protected bool) {
 	w.folded++
 	w.kinds[kind]++
-	if len(key) > maxKey {
-		key = key[:maxKey] + "…"
-	}
+	key = cutJSON(key, maxKey)
 	if protected {
 		if _, ok := w.protected[key]; ok || len(w.protected) < evidenceKeys {
 			w.protected[key]++

@@ -1,6 +1,7 @@
 package sandboxlog
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -44,7 +45,7 @@ func TestBudgetFolds(t *testing.T) {
 	}
 	msg, f := reps[0].event()
 	if f["folded"] != fmt.Sprint(sent-Burst) || f["resource"] != "trail" || !strings.Contains(f["kinds"], "port_connection ×4800") ||
-		!strings.Contains(f["top"], "port_connection :8000 ×4800") || len(msg) > maxReportBytes {
+		!strings.Contains(f["top"], "port_connection :8000 ×4800") || len(msg) > MaxReportBytes {
 		t.Errorf("event %q %v", msg, f)
 	}
 	later, n := t0.Add(Window+10*time.Second), 0
@@ -180,11 +181,16 @@ func TestCaps(t *testing.T) {
 	if len(got) != MaxFields+1 || got["fields_dropped"] != "24" {
 		t.Errorf("%d fields, dropped %q", len(got), got["fields_dropped"])
 	}
-	size := 0
-	for k, v := range capFields(map[string]string{"a": long, "b": long}) {
-		size += len(k) + len(v)
+	hostile := map[string]string{}
+	for i := 0; i < 40; i++ {
+		hostile[fmt.Sprintf("key_of_thirty_two_bytes_long_%02d", i)] = strings.Repeat("<\x01\xff", 30000)
 	}
-	if size > maxRecordBytes {
-		t.Errorf("%d bytes", size)
+	m, capped := capRecord(strings.Repeat("<", 10000), hostile)
+	b, _ := json.Marshal(struct {
+		Msg    string            `json:"message"`
+		Fields map[string]string `json:"fields"`
+	}{m, capped})
+	if len(b) > MaxRecordBytes-512 {
+		t.Errorf("a hostile record is %d bytes as JSON, bound %d", len(b), MaxRecordBytes)
 	}
 }

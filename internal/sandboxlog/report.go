@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// maxReportBytes bounds a fold report's fields: TopKeys keys and
+// MaxReportBytes bounds a fold report's fields: TopKeys keys and
 // evidenceKeys protected destinations of at most maxKey bytes each, the
 // kinds, and a few numbers.
-const maxReportBytes = (TopKeys+evidenceKeys)*(maxKey+16) + 2048
+const MaxReportBytes = (TopKeys+evidenceKeys)*(maxKey+16) + 2048
 
 // report is one ended window's folds for one sandbox.
 type report struct {

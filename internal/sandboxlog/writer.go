@@ -66,6 +66,7 @@ type record struct {
 	fields        map[string]string
 	event         bool
 	committed     bool // the event is already stored (with its record)
+	capped        bool // within its bounds already (Cap's, or a fold report's own)
 	auditKind     string
 	caller        string
 	class         class
@@ -87,7 +88,7 @@ func (w *Writer) Milestone(ctx context.Context, id, kind, msg string, fields map
 // Committed records the audit entry of a milestone event already stored
 // with the sandbox's record (fields as Cap returned them), and charges it.
 func (w *Writer) Committed(ctx context.Context, id, kind, msg string, fields map[string]string) {
-	w.write(ctx, record{id: id, kind: kind, msg: msg, fields: fields, event: true, committed: true, class: milestone})
+	w.write(ctx, record{id: id, kind: kind, msg: msg, fields: fields, event: true, committed: true, capped: true, class: milestone})
 }
 
 // Audit records an audit entry of what a caller did inside sandbox id (an
@@ -146,7 +147,7 @@ func (w *Writer) write(ctx context.Context, r record) {
 // store writes r as it is (its budget is settled).
 func (w *Writer) store(ctx context.Context, r record) {
 	msg, fields := r.msg, r.fields
-	if !r.committed {
+	if !r.capped {
 		msg, fields = capRecord(msg, fields)
 	}
 	if r.event && !r.committed {
@@ -229,7 +230,7 @@ func (w *Writer) flush() {
 func (w *Writer) writeFolds(now time.Time, all bool) {
 	for _, r := range w.budget.due(now, all) {
 		msg, f := r.event()
-		w.store(context.Background(), record{id: r.sandbox, kind: "limit_reached", msg: msg, fields: f, event: true, committed: false, class: milestone})
+		w.store(context.Background(), record{id: r.sandbox, kind: "limit_reached", msg: msg, fields: f, event: true, capped: true, class: milestone})
 	}
 	if w.cfg.Logs != nil {
 		w.cfg.Logs.tell(now, all)

@@ -124,7 +124,7 @@ func TestPortFloodBounded(t *testing.T) {
 	}
 	// Burst events and entries of at most a record's size, a fold report
 	// (twice) and the milestone (twice).
-	if bound := 2*(Burst+1)*(maxRecordBytes+512) + 2*maxReportBytes; bytes > bound {
+	if bound := 2*(Burst+1)*MaxRecordBytes + 2*MaxReportBytes; bytes > bound {
 		t.Errorf("%d bytes kept, bound %d", bytes, bound)
 	}
 	t.Logf("%d requests kept as %d events and %d audit entries, %d bytes", n, len(evs), len(es), bytes)

@@ -14,9 +14,9 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// bulkServer serves size bytes of zeros on port 9999 inside namespace ns
-// (the listener is made in the namespace; serving runs anywhere).
-func bulkServer(t testing.TB, ns string, size int64) {
+// inNS runs f on a thread in namespace ns (what f opens stays there;
+// what it returns runs anywhere).
+func inNS(t testing.TB, ns string, f func() error) {
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
@@ -26,17 +26,28 @@ func bulkServer(t testing.TB, ns string, size int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer target.Close()
 	if err := netns.Set(target); err != nil {
 		t.Fatal(err)
 	}
-	l, lerr := net.Listen("tcp", "0.0.0.0:9999")
+	ferr := f()
 	if err := netns.Set(orig); err != nil {
 		panic(err) // this thread must not run anything else in the wrong namespace
 	}
 	runtime.UnlockOSThread()
-	if lerr != nil {
-		t.Fatal(lerr)
+	if ferr != nil {
+		t.Fatal(ferr)
 	}
+}
+
+// bulkServer serves size bytes of zeros on port 9999 inside namespace ns
+// (the listener is made in the namespace; serving runs anywhere).
+func bulkServer(t testing.TB, ns string, size int64) {
+	var l net.Listener
+	inNS(t, ns, func() (err error) {
+		l, err = net.Listen("tcp", "0.0.0.0:9999")
+		return err
+	})
 	t.Cleanup(func() { l.Close() })
 	zeros := make([]byte, 1<<20)
 	go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -51,6 +51,13 @@ const (
 	DefaultMaxInFlightTotal   = maxUDPWorkers / 2
 	DefaultGuaranteedInFlight = 4
 	DefaultCacheSize          = 4096
+	// DefaultUpstreamBurst and DefaultUpstreamRate bound the queries one
+	// sandbox has forwarded to the upstream: a burst, then a rate a
+	// second (a page load or a package install resolves tens of names; a
+	// flood of made-up names past it is answered REFUSED, not forwarded to
+	// the operator's resolver).
+	DefaultUpstreamBurst = 100
+	DefaultUpstreamRate  = 20
 	// refusalReports is how often a sandbox refused by a bound is told.
 	refusalReports = time.Second
 
@@ -110,6 +117,12 @@ type Config struct {
 	GuaranteedInFlight int
 	// CacheSize bounds the (address, name) pairs remembered per sandbox.
 	CacheSize int
+	// UpstreamBurst and UpstreamRate bound the queries one sandbox
+	// forwards upstream: UpstreamBurst at once, then UpstreamRate a
+	// second; a query past them is answered REFUSED and recorded as a
+	// denied decision (ReasonUpstreamRate).
+	UpstreamBurst int
+	UpstreamRate  float64
 }
 
 // Server is the resolver. Create it with New, run it with Serve, stop it
@@ -129,6 +142,7 @@ type Server struct {
 	wg     sync.WaitGroup // Serve calls and everything they started
 
 	inflight   *keylimit.Shares // upstream queries, per sandbox
+	forwards   *keylimit.Rate   // upstream queries a second, per sandbox
 	tcpConns   *keylimit.Shares // TCP connections, per sandbox (or source)
 	reports    keylimit.Every   // refusal reports, per sandbox
 	udpWorkers chan struct{}
@@ -158,6 +172,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, errdefs.Invalid("dns queries in flight", "%v", err)
 	}
 	setDefault(&cfg.CacheSize, DefaultCacheSize)
+	setDefault(&cfg.UpstreamBurst, DefaultUpstreamBurst)
+	setDefault(&cfg.UpstreamRate, DefaultUpstreamRate)
+	if cfg.UpstreamBurst < 1 || cfg.UpstreamRate <= 0 {
+		return nil, errdefs.Invalid("dns upstream rate", "burst %d and rate %g a second must be positive", cfg.UpstreamBurst, cfg.UpstreamRate)
+	}
 	upstream := cfg.Upstream
 	if len(upstream) == 0 {
 		var err error
@@ -178,6 +197,7 @@ func New(cfg Config) (*Server, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		inflight: inflight,
+		forwards: &keylimit.Rate{Burst: cfg.UpstreamBurst, PerSecond: cfg.UpstreamRate},
 		tcpConns: &keylimit.Shares{Total: maxTCPConns, PerKey: maxTCPConnsPerSource,
 			Guaranteed: guaranteedTCPConns, Reserve: maxTCPConns / 2},
 		reports:    keylimit.Every{Interval: refusalReports},

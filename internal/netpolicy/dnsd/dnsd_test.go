@@ -560,3 +560,33 @@ func checkNoLeaks(t *testing.T) {
 		t.Errorf("goroutines left behind:\n%s", stacks)
 	})
 }
+
+// TestUpstreamRate: a sandbox's flood of names is forwarded upstream
+// within its burst and rate; the rest is answered REFUSED without reaching
+// the upstream, each refusal a denied decision.
+func TestUpstreamRate(t *testing.T) {
+	up := startUpstream(t)
+	f := newFixture(t, up, func(c *Config) {
+		c.UpstreamBurst = 5
+		c.UpstreamRate = 0.001
+	})
+	refused := 0
+	for i := range 20 {
+		r := f.query(t, "udp", fmt.Sprintf("n%d.flood.test.", i), dns.TypeA, nil)
+		if r.Rcode == dns.RcodeRefused {
+			refused++
+		}
+	}
+	if got := up.queries.Load(); got != 5 || refused != 15 {
+		t.Fatalf("upstream saw %d queries, %d refused; want 5 and 15", got, refused)
+	}
+	n := 0
+	for _, d := range f.takeDecisions() {
+		if !d.Allowed && d.Reason == ReasonUpstreamRate && d.Domain != "" {
+			n++
+		}
+	}
+	if n != 15 {
+		t.Errorf("%d refusals recorded as decisions, want 15", n)
+	}
+}

@@ -22,6 +22,7 @@ const (
 	ReasonRebinding    = "internal address in answer"
 	ReasonUpstreamFail = "upstream failed"
 	ReasonTooMany      = "too many queries in flight"
+	ReasonUpstreamRate = "over the sandbox's rate of queries forwarded upstream"
 )
 
 // serveTCPConn answers length-prefixed queries on c until it goes idle,
@@ -96,6 +97,10 @@ func (s *Server) handle(ctx context.Context, src netip.Addr, raw []byte, tcp boo
 	if !p.AllowsName(name) {
 		s.decide(decision, false, ReasonNotAllowed)
 		return s.reply(req, dns.RcodeNameError, size)
+	}
+	if !s.forwards.Allow(sandboxID, time.Now()) {
+		s.decide(decision, false, ReasonUpstreamRate)
+		return s.reply(req, dns.RcodeRefused, size)
 	}
 	if r := s.inflight.Acquire(sandboxID); r != keylimit.Granted {
 		s.refused(decision, r)
