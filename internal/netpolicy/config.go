@@ -50,8 +50,9 @@ type Config struct {
 	// host hook is restricted to interfaces with this prefix, so it must
 	// not be the start of any other interface's name. Default "crl".
 	LinkPrefix string
-	// OperatorAllowed re-opens parts of policy.AlwaysDenied (IPv4) for
-	// every sandbox. Other sandboxes and the host stay denied.
+	// OperatorAllowed re-opens parts of policy.AlwaysDenied and of the
+	// host's networks (IPv4) for every sandbox. Other sandboxes and the
+	// host's own addresses stay denied.
 	OperatorAllowed []netip.Prefix
 	// DNSPort is where the daemon's resolver listens on each gateway; all
 	// sandbox traffic to port 53 is DNATed there. 0: no DNS steering.

@@ -40,11 +40,26 @@
 //     the host's other addresses.
 //   - forward (filter): from a sandbox link, the policy: established
 //     flows, then block, other sandboxes, always-denied ranges
-//     (policy.AlwaysDenied minus Config.OperatorAllowed), the CIDR
-//     allowlist, or in domain mode the sandbox's set of addresses its
-//     resolver answered with (AllowResolved, elements with a timeout), and
-//     finally TCP, UDP and ICMP echo (only TCP in domain mode). Nothing new
-//     is forwarded into a sandbox.
+//     (policy.AlwaysDenied minus Config.OperatorAllowed), the host's
+//     networks (below), the CIDR allowlist, or in domain mode the
+//     sandbox's set of addresses its resolver answered with
+//     (AllowResolved, elements with a timeout), and finally TCP, UDP and
+//     ICMP echo (only TCP in domain mode). Nothing new is forwarded into a
+//     sandbox.
+//
+// # The host's networks
+//
+// Every IPv4 address on the host's interfaces and the prefix it is on
+// (192.0.2.2/24: the whole 192.0.2.0/24, the host's LAN with its router
+// and neighbours) are denied whatever their range, reason
+// DeniedHostNetwork: the "hostnet" set in the forward and nat chains, and
+// HostNetwork for the resolver's filter of answers and the egress proxy.
+// Corral's own links and the pool are left out (other sandboxes have
+// their own rule); Config.OperatorAllowed re-opens a network as it
+// re-opens an always-denied range, while the host's own addresses stay
+// refused by the input chain. A netlink subscription to address changes
+// keeps the set current (one transaction per change, flows to a newly
+// denied network cut), with a periodic resync behind it (hostnet.go).
 //
 // Each change is one nftables transaction: SetPolicy replaces the
 // sandbox's three chains atomically and then removes the conntrack entries

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -25,6 +26,9 @@ type Network struct {
 	cfg    Config
 	log    *slog.Logger
 	denied []span // always-denied IPv4 minus the operator's ranges
+
+	hostnets atomic.Pointer[hostNets] // the host's networks (hostnet.go)
+	watch    hostWatch
 
 	mu     sync.RWMutex // guards the maps and serialises kernel changes
 	slots  map[string]*slotState
@@ -61,6 +65,11 @@ func New(ctx context.Context, cfg Config) (_ *Network, err error) {
 	if err := n.checkHost(states); err != nil {
 		return nil, err
 	}
+	hn, err := n.readHostNets()
+	if err != nil {
+		return nil, err
+	}
+	n.hostnets.Store(hn)
 	if cfg.Decide != nil {
 		// Bound before the rules exist, so no denial goes unread; the
 		// messages wait in the socket until the reader starts.
@@ -86,8 +95,9 @@ func New(ctx context.Context, cfg Config) (_ *Network, err error) {
 	if n.nflog != nil {
 		n.nflog.start(n.resolveDenial, cfg.Decide)
 	}
+	n.watchHost()
 	n.log.Info("network ready", "op", "init", "table", cfg.Table, "pool", cfg.Pool.String(), "sandboxes", len(states),
-		"log_group", cfg.LogGroup, "decisions", cfg.Decide != nil)
+		"log_group", cfg.LogGroup, "decisions", cfg.Decide != nil, "host_networks", hn.String())
 	return n, nil
 }
 
@@ -286,6 +296,7 @@ func (n *Network) Close() error {
 	n.closed = true
 	n.mu.Unlock()
 	n.stopReader() // outside mu: the reader takes it to resolve a denial
+	n.stopWatch()  // outside mu: a resync takes it
 	return nil
 }
 
@@ -313,6 +324,7 @@ func (n *Network) Teardown(ctx context.Context) error {
 		return fmt.Errorf("teardown: %w", errors.Join(errs...))
 	}
 	n.stopReader()
+	n.stopWatch()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.closed = true

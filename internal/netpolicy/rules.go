@@ -19,13 +19,16 @@ const (
 	DeniedProtocol  = "protocol"  // IPv6, or a protocol the mode does not allow
 	DeniedSpoofed   = "spoofed"   // a source address that is not the sandbox's
 	DeniedHost      = "host"      // a host address or port other than resolver/proxy
+	// DeniedHostNetwork: a network the host is on (its LAN, its other
+	// links), whatever its range (hostnet.go).
+	DeniedHostNetwork = "host_network"
 )
 
 // AllowedFlow is the log prefix's "reason" for an allowed new flow.
 const AllowedFlow = "allowed"
 
 // DenialReasons lists every reason, in counter order.
-var DenialReasons = []string{DeniedBlocked, DeniedInternal, DeniedSandbox, DeniedAllowlist, DeniedProtocol, DeniedSpoofed, DeniedHost}
+var DenialReasons = []string{DeniedBlocked, DeniedInternal, DeniedSandbox, DeniedAllowlist, DeniedProtocol, DeniedSpoofed, DeniedHost, DeniedHostNetwork}
 
 // sbObjects are the names of one slot's nftables objects.
 type sbObjects struct {
@@ -116,7 +119,8 @@ func (n *Network) addressGate(s *slotState, r tableRefs, allow, resolved *nftabl
 	if routed {
 		gates = append(gates, gate{DeniedSandbox, ifPrefix(expr.MetaKeyOIFNAME, n.cfg.LinkPrefix, true)})
 	}
-	gates = append(gates, gate{DeniedInternal, ipInSet(ipDaddrOff, r.denied, true)})
+	gates = append(gates, gate{DeniedInternal, ipInSet(ipDaddrOff, r.denied, true)},
+		gate{DeniedHostNetwork, ipInSet(ipDaddrOff, r.hostnet, true)})
 	if len(s.Policy.CIDRAllowlist) > 0 {
 		gates = append(gates, gate{DeniedAllowlist, ipInSet(ipDaddrOff, allow, false)})
 	}

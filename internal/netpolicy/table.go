@@ -18,6 +18,7 @@ const (
 	inLinksMap  = "in_links"  // iifname -> jump sb<i>_in
 	fwdLinksMap = "fwd_links" // iifname -> jump sb<i>_fwd
 	deniedSet   = "denied"    // policy.AlwaysDenied minus Config.OperatorAllowed
+	hostnetSet  = "hostnet"   // the host's networks (hostnet.go)
 )
 
 // tableRefs points at the shared table objects; in a batch that creates
@@ -25,7 +26,7 @@ const (
 type tableRefs struct {
 	t                           *nftables.Table
 	natLinks, inLinks, fwdLinks *nftables.Set
-	denied                      *nftables.Set
+	denied, hostnet             *nftables.Set
 }
 
 func (n *Network) table() *nftables.Table {
@@ -37,7 +38,7 @@ func (n *Network) refs() tableRefs {
 	t := n.table()
 	named := func(name string) *nftables.Set { return &nftables.Set{Table: t, Name: name} }
 	return tableRefs{t: t, natLinks: named(natLinksMap), inLinks: named(inLinksMap),
-		fwdLinks: named(fwdLinksMap), denied: named(deniedSet)}
+		fwdLinks: named(fwdLinksMap), denied: named(deniedSet), hostnet: named(hostnetSet)}
 }
 
 // tableExists reports whether Corral's table is in the kernel.
@@ -155,6 +156,10 @@ func (n *Network) addBase(c *nftables.Conn) (tableRefs, error) {
 	r.denied = &nftables.Set{Table: t, Name: deniedSet, Interval: true, KeyType: nftables.TypeIPAddr}
 	if err := c.AddSet(r.denied, intervalElements(n.denied)); err != nil {
 		return r, fmt.Errorf("adding set %s: %w", deniedSet, err)
+	}
+	r.hostnet = &nftables.Set{Table: t, Name: hostnetSet, Interval: true, KeyType: nftables.TypeIPAddr}
+	if err := c.AddSet(r.hostnet, n.hostnetElements()); err != nil {
+		return r, fmt.Errorf("adding set %s: %w", hostnetSet, err)
 	}
 
 	accept := nftables.ChainPolicyAccept

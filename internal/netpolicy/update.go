@@ -65,7 +65,7 @@ func (n *Network) SetPolicy(ctx context.Context, id string, p policy.Policy) err
 		if port == 53 && (proto == unix.IPPROTO_TCP || proto == unix.IPPROTO_UDP) {
 			return true // DNS goes to the resolver, which applies the policy
 		}
-		if ok, _ := p.AllowsAddr(dst, n.cfg.OperatorAllowed); !ok {
+		if ok, _ := p.AllowsAddr(dst, n.cfg.OperatorAllowed); !ok || n.HostNetwork(dst) {
 			return false
 		}
 		return !domainMode(p) || (proto == unix.IPPROTO_TCP && !domainsChanged)
@@ -109,9 +109,10 @@ func (n *Network) replaceRules(s *slotState, flushResolved bool) error {
 // AllowResolved lets sandbox id reach addrs for ttl (clamped to
 // [MinResolvedTTL, MaxResolvedTTL]; DefaultResolvedTTL when not positive):
 // the resolver calls it with the addresses of each answer it lets through
-// in domain mode. Addresses in denied ranges, other sandboxes' and IPv6
-// addresses are skipped (a name resolving to 10.0.0.1 still reaches
-// nothing). Re-adding an address restarts its timeout.
+// in domain mode. Addresses in denied ranges or the host's networks,
+// other sandboxes' and IPv6 addresses are skipped (a name resolving to
+// 10.0.0.1 still reaches nothing). Re-adding an address restarts its
+// timeout.
 func (n *Network) AllowResolved(id string, addrs []netip.Addr, ttl time.Duration) error {
 	switch {
 	case ttl <= 0:
@@ -134,7 +135,7 @@ func (n *Network) AllowResolved(id string, addrs []netip.Addr, ttl time.Duration
 	seen := map[netip.Addr]bool{}
 	for _, a := range addrs {
 		a = a.Unmap()
-		if !a.Is4() || seen[a] || spansContain(n.denied, a) || n.cfg.Pool.Contains(a) {
+		if !a.Is4() || seen[a] || spansContain(n.denied, a) || n.cfg.Pool.Contains(a) || n.HostNetwork(a) {
 			continue
 		}
 		seen[a] = true
