@@ -60,7 +60,7 @@ func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, shares Sh
 	}
 	n := &network{layer: layer}
 	n.dns, err = dnsd.New(dnsd.Config{
-		Lookup: layer.Lookup, Decide: decide, OperatorAllowed: cfg.OperatorAllowed, Logger: log, Upstream: cfg.DNSUpstream,
+		Lookup: layer.Lookup, Decide: decide, OperatorAllowed: cfg.OperatorAllowed, HostNetwork: layer.HostNetwork, Logger: log, Upstream: cfg.DNSUpstream,
 		MaxInFlightTotal: shares.DNSInFlight, MaxInFlight: shares.DNSInFlightPerSandbox, GuaranteedInFlight: shares.DNSGuaranteedInFlight,
 		OnResolved: func(id, _ string, addrs []netip.Addr, ttl time.Duration) {
 			if err := layer.AllowResolved(id, addrs, ttl); err != nil {
@@ -74,7 +74,7 @@ func startNetwork(ctx context.Context, stateDir string, cfg NetConfig, shares Sh
 	}
 	n.proxy, err = egress.New(egress.Config{
 		Lookup: layer.Lookup, Decide: decide, Resolved: n.dns.ResolvedNames,
-		OperatorAllowed: cfg.OperatorAllowed, Deny: []netip.Prefix{poolOf(cfg)}, Logger: log,
+		OperatorAllowed: cfg.OperatorAllowed, HostNetwork: layer.HostNetwork, Deny: []netip.Prefix{poolOf(cfg)}, Logger: log,
 		MaxConns: shares.EgressConns, MaxConnsPerSandbox: shares.EgressConnsPerSandbox, GuaranteedConns: shares.EgressGuaranteedConns,
 		Intercept: sec.intercept, Injected: sec.injected, UpstreamRoots: sec.roots,
 	})

@@ -4,7 +4,7 @@
 // names outside the domain allowlist get NXDOMAIN, allowed names are
 // forwarded to the host's upstream resolver, and the answer is filtered so
 // that an allowed name cannot point a sandbox at an always-denied address
-// (DNS rebinding). The addresses that survive are reported to the kernel
+// or one of the host's own networks (DNS rebinding). The addresses that survive are reported to the kernel
 // layer (OnResolved) and remembered per sandbox (ResolvedNames) so that the
 // egress proxy can check that a connection's destination belongs to the
 // TLS SNI or HTTP Host name it claims.
@@ -97,7 +97,11 @@ type Config struct {
 	// OperatorAllowed re-opens always-denied ranges (the daemon's config);
 	// addresses in them are not filtered from answers.
 	OperatorAllowed []netip.Prefix
-	Logger          *slog.Logger
+	// HostNetwork reports the host's own addresses and networks
+	// (netpolicy.Network.HostNetwork), which answers lose as always-denied
+	// addresses do. Nil: none.
+	HostNetwork func(netip.Addr) bool
+	Logger      *slog.Logger
 
 	// Timeout bounds one forwarded query, all upstreams together.
 	Timeout time.Duration

@@ -310,6 +310,32 @@ func TestOperatorAllowedNotFiltered(t *testing.T) {
 	}
 }
 
+// An answer pointing at the host's own networks loses those addresses,
+// reported as such, and they are never opened.
+func TestHostNetworkFiltered(t *testing.T) {
+	up := startUpstream(t)
+	lan := netip.MustParsePrefix("198.51.100.8/29")
+	f := newFixture(t, up, func(c *Config) { c.HostNetwork = lan.Contains })
+	r := f.query(t, "udp", "rebind.test.", dns.TypeA, nil)
+	if len(r.Answer) != 0 {
+		t.Errorf("answer %v, want every address filtered", r.Answer)
+	}
+	var host []string
+	for _, d := range f.takeDecisions() {
+		if !d.Allowed && d.Reason == ReasonHostNetwork {
+			host = append(host, d.Dst.String())
+		}
+	}
+	if !slices.Equal(host, []string{"198.51.100.8"}) {
+		t.Errorf("host network decisions for %v, want 198.51.100.8", host)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.resolved) != 0 {
+		t.Errorf("OnResolved %v", f.resolved)
+	}
+}
+
 func TestOnResolvedAndCache(t *testing.T) {
 	up := startUpstream(t)
 	f := newFixture(t, up, func(c *Config) {

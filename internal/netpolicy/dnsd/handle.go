@@ -20,6 +20,7 @@ const (
 	ReasonBlocked      = "network blocked"
 	ReasonNotAllowed   = "not in domain_allowlist"
 	ReasonRebinding    = "internal address in answer"
+	ReasonHostNetwork  = "host network address in answer"
 	ReasonUpstreamFail = "upstream failed"
 	ReasonTooMany      = "too many queries in flight"
 	ReasonUpstreamRate = "over the sandbox's rate of queries forwarded upstream"
@@ -228,13 +229,19 @@ func (s *Server) filter(sandboxID string, p policy.Policy, q dns.Question, resp 
 	name := canonical(q.Name)
 	d := policy.Decision{SandboxID: sandboxID, Proto: "dns", Via: "dns", Domain: name}
 	domainMode := len(p.DomainAllowlist) > 0
-	var dropped []netip.Addr
+	type drop struct {
+		addr   netip.Addr
+		reason string
+	}
+	var dropped []drop
 	section := func(rrs []dns.RR) []dns.RR {
 		out := rrs[:0]
 		for _, rr := range rrs {
-			if a, ok := rrAddr(rr); ok && policy.Denied(a, s.cfg.OperatorAllowed) {
-				dropped = append(dropped, a)
-				continue
+			if a, ok := rrAddr(rr); ok {
+				if reason := s.deniedAnswer(a); reason != "" {
+					dropped = append(dropped, drop{a, reason})
+					continue
+				}
 			}
 			s.sanitize(rr, domainMode)
 			out = append(out, rr)
@@ -244,9 +251,9 @@ func (s *Server) filter(sandboxID string, p policy.Policy, q dns.Question, resp 
 	resp.Answer = section(resp.Answer)
 	resp.Ns = section(resp.Ns)
 	resp.Extra = section(resp.Extra)
-	for _, a := range dropped {
-		d.Dst = a
-		s.decide(d, false, ReasonRebinding)
+	for _, x := range dropped {
+		d.Dst = x.addr
+		s.decide(d, false, x.reason)
 	}
 	addrs, ttl := chainAddrs(q.Name, resp.Answer)
 	if len(addrs) == 0 {
@@ -257,6 +264,19 @@ func (s *Server) filter(sandboxID string, p policy.Policy, q dns.Question, resp 
 	if s.cfg.OnResolved != nil {
 		s.cfg.OnResolved(sandboxID, name, addrs, open)
 	}
+}
+
+// deniedAnswer says why an answer's address must not reach a sandbox: an
+// always-denied range the operator has not re-opened, or one of the
+// host's own networks; "" when it may.
+func (s *Server) deniedAnswer(a netip.Addr) string {
+	switch {
+	case policy.Denied(a, s.cfg.OperatorAllowed):
+		return ReasonRebinding
+	case s.cfg.HostNetwork != nil && s.cfg.HostNetwork(a):
+		return ReasonHostNetwork
+	}
+	return ""
 }
 
 // sanitize caps rr's TTL and strips what a sandbox must not get from

@@ -19,6 +19,7 @@ const (
 	ReasonTooMany        = "too many connections"
 	ReasonProxyItself    = "connection to the proxy itself"
 	ReasonHostAddress    = "host address"
+	ReasonHostNetwork    = "host network"
 	ReasonDenied         = "denied range"
 	ReasonNotTLSOrHTTP   = "not tls or http"
 	ReasonNoName         = "no name"
@@ -83,7 +84,8 @@ func (p *Proxy) handle(ctx context.Context, c *net.TCPConn, sandboxID string, po
 }
 
 // checkAddr applies everything but names: the proxy itself, the host's
-// addresses, Deny, then the address part of the policy.
+// addresses, Deny, always-denied ranges, the host's networks, then the
+// rest of the address part of the policy.
 func (p *Proxy) checkAddr(pol policy.Policy, dst netip.AddrPort, c net.Conn, log *slog.Logger) string {
 	if pol.BlockNetwork {
 		return "network blocked"
@@ -102,6 +104,11 @@ func (p *Proxy) checkAddr(pol policy.Policy, dst netip.AddrPort, c net.Conn, log
 		if r.Contains(dst.Addr()) {
 			return ReasonDenied
 		}
+	}
+	// An always-denied range keeps its own reason, as in the kernel's
+	// rules, which check it before the host's networks.
+	if !policy.Denied(dst.Addr(), p.cfg.OperatorAllowed) && p.cfg.HostNetwork != nil && p.cfg.HostNetwork(dst.Addr()) {
+		return ReasonHostNetwork
 	}
 	if ok, why := pol.AllowsAddr(dst.Addr(), p.cfg.OperatorAllowed); !ok {
 		return why

@@ -73,6 +73,10 @@ type Config struct {
 	Resolved func(sandboxID string, dst netip.Addr) []string
 	// OperatorAllowed re-opens always-denied ranges (the daemon's config).
 	OperatorAllowed []netip.Prefix
+	// HostNetwork reports the host's own addresses and networks that the
+	// operator has not re-opened (netpolicy.Network.HostNetwork): denied
+	// as the kernel's rules deny them. Nil: none.
+	HostNetwork func(netip.Addr) bool
 	// Deny is denied whatever the policy and OperatorAllowed say: the
 	// daemon passes the sandbox address pool, so a re-opened private range
 	// never reaches another sandbox through the proxy.

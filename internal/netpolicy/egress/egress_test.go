@@ -212,6 +212,14 @@ func TestAddressDecisions(t *testing.T) {
 	f := newFixture(t, echoServer(t), func(c *Config) {
 		c.OperatorAllowed = []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}
 		c.Deny = []netip.Prefix{netip.MustParsePrefix("10.9.8.0/24")}
+		c.HostNetwork = func(a netip.Addr) bool {
+			for _, lan := range []string{"203.0.113.0/29", "198.51.100.64/29", "10.1.2.0/24"} {
+				if netip.MustParsePrefix(lan).Contains(a) {
+					return true
+				}
+			}
+			return false
+		}
 	})
 	cidr := policy.Policy{CIDRAllowlist: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/25")}}
 	tests := []struct {
@@ -230,6 +238,8 @@ func TestAddressDecisions(t *testing.T) {
 		{"operator reopened", policy.Policy{}, "10.9.1.1:80", ""},
 		{"deny beats operator", policy.Policy{}, "10.9.8.1:80", ReasonDenied},
 		{"host address", policy.Policy{}, "198.51.100.99:22", ReasonHostAddress},
+		{"host network", policy.Policy{}, "203.0.113.3:80", ReasonHostNetwork},
+		{"host network in the cidr allowlist", cidr, "198.51.100.70:443", ReasonHostNetwork},
 		{"blocked", policy.Policy{BlockNetwork: true}, "198.51.100.7:443", "network blocked"},
 		{"cidr in", cidr, "198.51.100.7:443", ""},
 		{"cidr out", cidr, "198.51.100.200:443", "not in cidr_allowlist"},
