@@ -18,14 +18,14 @@ const (
 	TopKeys = 16
 	// EvidencePerWindow bounds the protected denials detailed in a window
 	// beyond the bucket.
-	EvidencePerWindow = 32
+	EvidencePerWindow = 10
 	// trackedKeys is how many fold keys a window counts exactly or nearly
 	// (space-saving: a new key past it takes the least counted one's
 	// place, so a key counted often is never pushed out by a stream of
 	// new ones).
 	trackedKeys = 64
 	// evidenceKeys bounds the protected destinations a window names.
-	evidenceKeys = 64
+	evidenceKeys = 32
 	// maxKey bounds a fold key's text, as JSON.
 	maxKey = 120
 )

@@ -127,7 +127,7 @@ func TestEvidenceNeverFoldedAway(t *testing.T) {
 		t.Fatalf("reports %+v", reps)
 	}
 	_, f := reps[0].event()
-	if !strings.Contains(f["protected"], "169.254.169.254:80") || !strings.Contains(f["protected"], "other protected destinations ×37") {
+	if !strings.Contains(f["protected"], "169.254.169.254:80") || !strings.Contains(f["protected"], "other protected destinations ×69") {
 		t.Errorf("protected %q", f["protected"])
 	}
 	if b.take("sb", evidence, t0.Add(Window)) != true {
@@ -175,11 +175,11 @@ func TestCaps(t *testing.T) {
 	}
 	many := map[string]string{}
 	for i := 0; i < 40; i++ {
-		many[fmt.Sprintf("k%02d", i)] = "v"
+		many[fmt.Sprintf("k%02d", i)] = strings.Repeat("v", 200)
 	}
 	_, got = capRecord("", many)
-	if len(got) != MaxFields+1 || got["fields_dropped"] != "24" {
-		t.Errorf("%d fields, dropped %q", len(got), got["fields_dropped"])
+	if got["k00"] != many["k00"] || got["fields_dropped"] == "" || len(got["k39"]) != 0 {
+		t.Errorf("%d fields kept, dropped %q", len(got), got["fields_dropped"])
 	}
 	hostile := map[string]string{}
 	for i := 0; i < 40; i++ {
@@ -190,7 +190,7 @@ func TestCaps(t *testing.T) {
 		Msg    string            `json:"message"`
 		Fields map[string]string `json:"fields"`
 	}{m, capped})
-	if len(b) > MaxRecordBytes-512 {
+	if len(b) > MaxMessage+MaxFieldsBytes+64 {
 		t.Errorf("a hostile record is %d bytes as JSON, bound %d", len(b), MaxRecordBytes)
 	}
 }

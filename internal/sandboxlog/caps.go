@@ -13,18 +13,21 @@ import (
 // hostile "<" takes 6 bytes). A value past MaxValue bytes keeps its first
 // MaxValue, and gains two fields beside it: <key>_len (its length in
 // bytes) and <key>_sha256 (the first 16 hex digits of its SHA-256), so the
-// whole value can still be matched. Past MaxFields fields (counted before
-// the sidecars), the rest, in key order, are dropped and counted in
-// fields_dropped.
+// whole value can still be matched. The fields together, sidecars
+// included, take at most MaxFieldsBytes: a field that would pass it is cut
+// to shortValue, and one that still would is dropped and counted in
+// fields_dropped (fields are taken in key order).
 const (
-	MaxValue   = 256
-	MaxMessage = 512
-	MaxFields  = 16
+	MaxValue       = 256
+	MaxMessage     = 384
+	MaxFieldsBytes = 1536
 	// MaxRecordBytes bounds one stored record: an event as the API gives
 	// it (message, fields, kind, ids, time), or an audit entry (fields,
-	// kind, caller, ids, hashes). Keys are the code's own names, under 32
-	// bytes.
-	MaxRecordBytes = MaxMessage + MaxFields*(32+MaxValue+2*(40+24)+8) + 1024
+	// kind, caller, ids, hashes).
+	MaxRecordBytes = MaxMessage + MaxFieldsBytes + 512
+	shortValue     = 64
+	// droppedRoom is kept free for fields_dropped.
+	droppedRoom = 32
 )
 
 // capRecord returns msg and fields within the caps; fields is not
@@ -37,24 +40,47 @@ func capFields(fields map[string]string) map[string]string {
 	if len(fields) == 0 {
 		return fields
 	}
-	keys := sortedKeys(fields)
 	out := make(map[string]string, len(fields)+2)
-	for i, k := range keys {
-		if i == MaxFields {
-			out["fields_dropped"] = strconv.Itoa(len(keys) - MaxFields)
-			break
+	size, dropped := 2, 0 // {}
+	for _, k := range sortedKeys(fields) {
+		kv := capValue(k, fields[k], MaxValue)
+		n := pairsSize(kv)
+		if size+n > MaxFieldsBytes-droppedRoom {
+			kv = capValue(k, fields[k], shortValue)
+			n = pairsSize(kv)
 		}
-		v := fields[k]
-		if jsonLen(v) <= MaxValue {
-			out[k] = v
+		if size+n > MaxFieldsBytes-droppedRoom {
+			dropped++
 			continue
 		}
-		sum := sha256.Sum256([]byte(v))
-		out[k] = cutJSON(v, MaxValue)
-		out[k+"_len"] = strconv.Itoa(len(v))
-		out[k+"_sha256"] = hex.EncodeToString(sum[:8])
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		size += n
+	}
+	if dropped > 0 {
+		out["fields_dropped"] = strconv.Itoa(dropped)
 	}
 	return out
+}
+
+// capValue is key and v cut to max bytes as JSON, as key/value pairs:
+// with its length and hash beside it when it was cut.
+func capValue(key, v string, max int) []string {
+	if jsonLen(v) <= max {
+		return []string{key, v}
+	}
+	sum := sha256.Sum256([]byte(v))
+	return []string{key, cutJSON(v, max), key + "_len", strconv.Itoa(len(v)), key + "_sha256", hex.EncodeToString(sum[:8])}
+}
+
+// pairsSize is what key/value pairs take in a JSON object.
+func pairsSize(kv []string) int {
+	n := 0
+	for i := 0; i < len(kv); i += 2 {
+		n += jsonLen(kv[i]) + jsonLen(kv[i+1]) + 6 // quotes, colon, comma
+	}
+	return n
 }
 
 // cutJSON shortens s so that its JSON encoding is at most n bytes, at a

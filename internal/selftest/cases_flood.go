@@ -18,7 +18,7 @@ const (
 	trailBurst        = 200
 	trailRate         = 2
 	trailWindow       = 10 * time.Second
-	evidencePerWindow = 32
+	evidencePerWindow = 10
 )
 
 // trailBound is the most detailed records a sandbox may leave in elapsed:
