@@ -155,6 +155,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log := cfg.Logger
+	protectFromOOM(log)
 	unlock, err := lockState(cfg.StateDir)
 	if err != nil {
 		return err

@@ -3,13 +3,12 @@ package gvisor
 import (
 	"bytes"
 	"errors"
-	"io/fs"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"corral/internal/cgroups"
+	"corral/internal/oomscore"
 )
 
 // When a sandbox reaches its memory limit the host's OOM killer picks a
@@ -27,16 +26,19 @@ import (
 // that order the choice: the factory (and so every process started
 // later: execs, their children) the most, the stubs already there (the
 // agent; after a restore, the processes restored with it) less, and
-// runsc's own processes keep 0. The host then takes a later guest
-// process first, the agent next, the Sentry last. Raising a score needs
-// no privilege (lowering the Sentry's would need CAP_SYS_RESOURCE, which
-// a daemon in a container may lack).
+// runsc's own processes (the Sentry, the gofer: each one's death ends
+// the whole sandbox) oomscore.Above, 0 under a daemon at oomscore.Daemon.
+// The host then takes a later guest process first, the agent next, the
+// Sentry last, and any of them before the daemon. runsc's processes are
+// set explicitly because they inherit the daemon's score when runsc forks
+// them. Raising a score needs no privilege (lowering one would need
+// CAP_SYS_RESOURCE, which a daemon in a container may lack).
 const (
 	laterOOMScoreAdj = 1000
 	ownOOMScoreAdj   = 500
 )
 
-// favourStubsForOOM scores the stub processes of sandbox id as above.
+// favourStubsForOOM scores the processes of sandbox id as above.
 // runsc's processes are those its state file names and those whose
 // command line begins with "runsc" (a stub has none of its own); the
 // factory is the stub whose parent is the Sentry and which has no child
@@ -63,12 +65,18 @@ func (r *Runtime) favourStubsForOOM(id string) error {
 		hasChild[parent[pid]] = true
 	}
 	var errs []error
+	sandboxAdj := oomscore.Above()
+	for pid := range keep {
+		if err := oomscore.Set(pid, sandboxAdj); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for pid, pp := range parent {
 		adj := ownOOMScoreAdj
 		if keep[pp] && !hasChild[pid] {
 			adj = laterOOMScoreAdj
 		}
-		if err := setOOMScoreAdj(pid, adj); err != nil {
+		if err := oomscore.Set(pid, adj); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -99,14 +107,4 @@ func ppidOf(pid int) int {
 	}
 	pp, _ := strconv.Atoi(f[1])
 	return pp
-}
-
-// setOOMScoreAdj writes adj as pid's oom_score_adj; a process that has
-// ended is not an error.
-func setOOMScoreAdj(pid, adj int) error {
-	err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-		return nil
-	}
-	return err
 }

@@ -17,6 +17,7 @@ import (
 
 	"corral/internal/boundfs"
 	"corral/internal/cgroups"
+	"corral/internal/oomscore"
 	"corral/internal/runtime"
 )
 
@@ -165,6 +166,13 @@ func (r *Runtime) launch(ctx context.Context, p runtime.StartParams, m *machine)
 	go func() { exited <- cmd.Wait() }()
 	pass.close() // QEMU holds its own copies; ours would keep its sockets open after it
 	pid := cmd.Process.Pid
+	// QEMU inherits the daemon's low OOM score; the whole sandbox is this
+	// one process, and the host's OOM killer must take it before the
+	// daemon (oomscore). Set before the guest has touched its memory.
+	if err := oomscore.Set(pid, oomscore.Above()); err != nil {
+		_ = cmd.Process.Kill()
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(p.Dir, pidFile), []byte(strconv.Itoa(pid)), 0o600); err != nil {
 		_ = cmd.Process.Kill()
 		return err

@@ -5,9 +5,9 @@
 // leads out of it. A read-only export refuses every change here, in the
 // server, whatever the guest's own mount options say.
 //
-// It imports no Corral package: the manager wires one Server per mount
-// of a vm sandbox to the streams its agent relays (docs/ARCHITECTURE.md,
-// "Volumes on vm").
+// It imports no Corral package but oomscore (its child's OOM score): the
+// manager wires one Server per mount of a vm sandbox to the streams its
+// agent relays (docs/ARCHITECTURE.md, "Volumes on vm").
 package nfsd
 
 import (

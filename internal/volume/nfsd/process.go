@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"corral/internal/oomscore"
 )
 
 // Server is one export, served by a child process of the daemon
@@ -63,6 +65,14 @@ func (s *Server) startLocked() error {
 	// again.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		ours.Close()
+		return fmt.Errorf("starting the nfs server of %s: %w", s.root, err)
+	}
+	// It inherits the daemon's low OOM score; a guest drives it, and it is
+	// started again if it dies, so the host's OOM killer takes it first.
+	if err := oomscore.Set(cmd.Process.Pid, oomscore.Above()); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		ours.Close()
 		return fmt.Errorf("starting the nfs server of %s: %w", s.root, err)
 	}
