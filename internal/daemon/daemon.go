@@ -190,11 +190,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer trail.Close()
-	// Everything a sandbox makes the host keep goes through one writer,
-	// within the sandbox's budget (closed before the trail: it writes its
-	// last folds there).
-	sbtrail := sandboxlog.Open(sandboxlog.Config{Records: st, Trail: trail, Log: log, Logs: cfg.logBudget})
-	defer sbtrail.Close()
 	gv, err := gvisor.New(gvisor.Config{RunscPath: cfg.RunscPath, Root: filepath.Join(cfg.StateDir, "runsc"), Platform: cfg.Platform, Logger: log})
 	if err != nil {
 		return err
@@ -215,6 +210,16 @@ func Run(ctx context.Context, cfg Config) error {
 		defer net.close()
 		networking = net.networking()
 	}
+	// Everything a sandbox makes the host keep goes through one writer,
+	// within the sandbox's budget (closed before the trail: it writes its
+	// last folds there). A denial toward the host's own networks is
+	// evidence, as one toward the always-denied ranges is.
+	tcfg := sandboxlog.Config{Records: st, Trail: trail, Log: log, Logs: cfg.logBudget}
+	if networking != nil {
+		tcfg.Protected = networking.Layer.HostNetwork
+	}
+	sbtrail := sandboxlog.Open(tcfg)
+	defer sbtrail.Close()
 	images, err := imagestore.Open(filepath.Join(cfg.StateDir, "images"), log)
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)
