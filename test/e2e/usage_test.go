@@ -21,7 +21,9 @@ import (
 // and PUT with the size of what it read.
 const (
 	usageSrvAddr = "198.51.100.129"
-	usageHostNet = "198.51.100.190/26"
+	// usageHostAddr is the host's side: a /32, so the server is beyond a
+	// router and not on the host's LAN, which the daemon denies.
+	usageHostAddr = "198.51.100.190"
 	// transferBytes is the known size each way.
 	transferBytes = 20_000_000
 	// loopSeconds is how long the CPU-bound loop runs.
@@ -60,12 +62,14 @@ func startUsageServer(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
 	run(t, "ip", "link", "add", name, "type", "veth", "peer", "name", "w0", "netns", name)
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", name).Run() })
-	run(t, "ip", "addr", "add", usageHostNet, "dev", name)
+	run(t, "ip", "addr", "add", usageHostAddr+"/32", "dev", name)
 	run(t, "ip", "link", "set", name, "up")
 	run(t, "ip", "-n", name, "addr", "add", usageSrvAddr+"/26", "dev", "w0")
 	run(t, "ip", "-n", name, "link", "set", "w0", "up")
 	run(t, "ip", "-n", name, "link", "set", "lo", "up")
-	run(t, "ip", "-n", name, "route", "add", "default", "via", strings.Split(usageHostNet, "/")[0])
+	run(t, "ip", "-n", name, "route", "add", usageHostAddr+"/32", "dev", "w0")
+	run(t, "ip", "-n", name, "route", "add", "default", "via", usageHostAddr)
+	run(t, "ip", "route", "add", usageSrvAddr+"/32", "dev", name, "src", usageHostAddr)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := exec.CommandContext(ctx, "ip", "netns", "exec", name, "python3", "-c", usageServer)
 	if err := srv.Start(); err != nil {

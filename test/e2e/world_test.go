@@ -14,7 +14,11 @@ import (
 
 // The test world of the network tests: every destination a sandbox tries
 // is a namespace this test creates, with /32 routes on the host pointing
-// into it, so even a broken policy sends nothing off the machine.
+// into it, so even a broken policy sends nothing off the machine. The
+// host's side of each veth is a /32 too: a fake internet is beyond a
+// router, not on the host's LAN, and the daemon denies the networks the
+// host's addresses are on (a /24 there would make the fake internet the
+// host's LAN).
 //
 //	"internet"  198.51.100.1 and 198.51.100.9 (TEST-NET-2): HTTP on :80
 //	"internal"  10.99.0.10 and 169.254.169.254 (metadata): HTTP on :80
@@ -56,29 +60,32 @@ func newWorld(t testing.TB) *world {
 	b := make([]byte, 3)
 	rand.Read(b)
 	tag := hex.EncodeToString(b)
-	addNS(t, "cwi"+tag, "198.51.100.254/24", []string{inetAddr + "/24", inetAddr2 + "/24"}, "198.51.100.254", "inet", nil)
-	addNS(t, "cwn"+tag, "10.99.0.9/24", []string{internalAddr + "/24", metadataAddr + "/32"}, "10.99.0.9", "internal", []string{metadataAddr + "/32"})
+	addNS(t, "cwi"+tag, "198.51.100.254", []string{inetAddr + "/24", inetAddr2 + "/24"}, "inet")
+	addNS(t, "cwn"+tag, "10.99.0.9", []string{internalAddr + "/24", metadataAddr + "/32"}, "internal")
 	return &world{dnsAddr: fakeDNS(t), inetNS: "cwi" + tag}
 }
 
 // addNS creates namespace name joined to the host by a veth (host side
-// hostCIDR), gives the namespace addrs, routes its replies back to the
-// host, adds hostRoutes on the host, and starts the HTTP server.
-func addNS(t testing.TB, name, hostCIDR string, addrs []string, gw, label string, hostRoutes []string) {
+// hostAddr/32), gives the namespace addrs, routes its replies back to the
+// host (hostAddr, on-link), routes each of addrs (as a /32) from the host
+// into it, and starts the HTTP server. The routes are appended: another
+// world's to the same address may exist, and either reaches an answer.
+func addNS(t testing.TB, name, hostAddr string, addrs []string, label string) {
 	run(t, "ip", "netns", "add", name)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
 	run(t, "ip", "link", "add", name, "type", "veth", "peer", "name", "w0", "netns", name)
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", name).Run() })
-	run(t, "ip", "addr", "add", hostCIDR, "dev", name)
+	run(t, "ip", "addr", "add", hostAddr+"/32", "dev", name)
 	run(t, "ip", "link", "set", name, "up")
 	for _, a := range addrs {
 		run(t, "ip", "-n", name, "addr", "add", a, "dev", "w0")
 	}
 	run(t, "ip", "-n", name, "link", "set", "w0", "up")
 	run(t, "ip", "-n", name, "link", "set", "lo", "up")
-	run(t, "ip", "-n", name, "route", "add", "default", "via", gw)
-	for _, r := range hostRoutes {
-		run(t, "ip", "route", "add", r, "dev", name)
+	run(t, "ip", "-n", name, "route", "add", hostAddr+"/32", "dev", "w0")
+	run(t, "ip", "-n", name, "route", "add", "default", "via", hostAddr)
+	for _, a := range addrs {
+		run(t, "ip", "route", "append", strings.Split(a, "/")[0]+"/32", "dev", name, "src", hostAddr)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := exec.CommandContext(ctx, "ip", "netns", "exec", name, "python3", "-c", worldServer, label)
