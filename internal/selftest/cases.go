@@ -19,6 +19,7 @@ type aCase struct {
 var cases = []aCase{
 	{name: "reach/control", run: reachControl},
 	{name: "reach/host-addresses", run: reachHostAddresses},
+	{name: "reach/host-lan", run: reachHostLAN},
 	{name: "reach/metadata", run: func(ctx context.Context, s *session) Result { return reachInternal(ctx, s, metadataAddr) }},
 	{name: "reach/internal-range", run: func(ctx context.Context, s *session) Result { return reachInternal(ctx, s, internalAddr) }},
 	{name: "reach/other-sandbox", run: reachOtherSandbox},

@@ -105,15 +105,18 @@ func newWorld(ctx context.Context, probeBin string, logf func(string, ...any)) (
 	steps := [][]string{
 		{"netns", "add", w.ns},
 		{"link", "add", w.link, "type", "veth", "peer", "name", "w0", "netns", w.ns},
-		{"addr", "add", worldHostGW + "/24", "dev", w.link},
+		// The host's side is a /32: the world is beyond a router, not
+		// on the host's LAN, which the daemon denies.
+		{"addr", "add", worldHostGW + "/32", "dev", w.link},
 		{"link", "set", w.link, "up"},
 		{"-n", w.ns, "link", "set", "lo", "up"},
 		{"-n", w.ns, "addr", "add", internetAddr + "/24", "dev", "w0"},
 		{"-n", w.ns, "addr", "add", internalAddr + "/32", "dev", "w0"},
 		{"-n", w.ns, "addr", "add", metadataAddr + "/32", "dev", "w0"},
 		{"-n", w.ns, "link", "set", "w0", "up"},
+		{"-n", w.ns, "route", "add", worldHostGW + "/32", "dev", "w0"},
 		{"-n", w.ns, "route", "add", "default", "via", worldHostGW},
-		{"route", "add", internetAddr + "/32", "dev", w.link},
+		{"route", "add", internetAddr + "/32", "dev", w.link, "src", worldHostGW},
 		{"route", "add", internalAddr + "/32", "dev", w.link, "table", fmt.Sprint(ruleTable)},
 		{"route", "add", metadataAddr + "/32", "dev", w.link, "table", fmt.Sprint(ruleTable)},
 	}
@@ -130,27 +133,41 @@ func newWorld(ctx context.Context, probeBin string, logf func(string, ...any)) (
 
 // serve starts the namespace's listener and waits for it to be ready.
 func (w *world) serve(ctx context.Context) error {
-	args, _ := json.Marshal(probe.ListenArgs{
+	args := probe.ListenArgs{
 		TCP: []string{fmt.Sprintf(":%d", worldTCPPort)}, UDP: []string{fmt.Sprintf(":%d", worldUDPPort)},
 		Hold: []string{fmt.Sprintf(":%d", worldHoldPort)}, Label: "world-" + w.tag,
-	})
-	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	w.srv = exec.CommandContext(ctx, "ip", "netns", "exec", w.ns, w.probe, probe.Cmd, "listen", string(args))
-	out, err := w.srv.StdoutPipe()
-	if err != nil {
-		return err
 	}
-	w.srv.Stderr = os.Stderr
-	if err := w.srv.Start(); err != nil {
-		return fmt.Errorf("starting the world's listener: %w", err)
+	var err error
+	w.srv, w.cancel, err = listenInNetns(ctx, w.ns, w.probe, args, w.seen)
+	return err
+}
+
+// listenInNetns runs the probe's listen in namespace ns, recording what
+// it sees in rec, and waits for it to be ready; cancel stops it (then
+// wait for the command).
+func listenInNetns(ctx context.Context, ns, probeBin string, a probe.ListenArgs, rec *recorder) (*exec.Cmd, context.CancelFunc, error) {
+	args, _ := json.Marshal(a)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	srv := exec.CommandContext(ctx, "ip", "netns", "exec", ns, probeBin, probe.Cmd, "listen", string(args))
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("starting the listener in %s: %w", ns, err)
 	}
 	ready := make(chan struct{})
-	go readSeen(out, w.seen, ready)
+	go readSeen(out, rec, ready)
 	select {
 	case <-ready:
-		return nil
+		return srv, cancel, nil
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("the world's listener did not start")
+		cancel()
+		_ = srv.Wait()
+		return nil, nil, fmt.Errorf("the listener in %s did not start", ns)
 	}
 }
 
