@@ -14,7 +14,9 @@ import (
 // (daemon.Shares).
 func addShareFlags(f *pflag.FlagSet, s *daemon.Shares) {
 	f.Float64Var(&s.MemoryOvercommit, "memory-overcommit", daemon.DefaultMemoryOvercommit,
-		"admit sandboxes while their memory requests add up to at most this times the host's memory (less 2 GiB for the host)")
+		"admit sandboxes while their memory requests add up to at most this times the host's memory (less 2 GiB for the host and --reserve-memory for the daemon)")
+	f.Int64Var(&s.ReserveMemoryMB, "reserve-memory", 0,
+		fmt.Sprintf("MiB of the host's memory admission keeps for the daemon itself; 0: %d, at most a quarter of the host's share", daemon.DefaultReserveMemoryMB))
 	f.Float64Var(&s.CPUOvercommit, "cpu-overcommit", daemon.DefaultCPUOvercommit,
 		"admit sandboxes while their CPU requests add up to at most this times the host's CPUs")
 	f.IntVar(&s.EgressConns, "egress-max-conns", 0,

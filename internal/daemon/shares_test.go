@@ -35,3 +35,45 @@ func TestSharesSized(t *testing.T) {
 		t.Errorf("capacity %+v", c)
 	}
 }
+
+// Admission keeps the daemon's reserve out of what it gives away, before
+// the overcommit factor: a default reserve of 512 MiB (a quarter of the
+// host's share at most), the operator's when set, and one that leaves
+// nothing refused.
+func TestCapacityKeepsTheDaemonsMemory(t *testing.T) {
+	const gib = int64(1) << 30
+	tests := []struct {
+		name     string
+		s        Shares
+		mem      int64
+		memoryMB int64
+		err      string
+	}{
+		{"default on 24 GiB", Shares{}, 24 * gib, 22*1024 - DefaultReserveMemoryMB, ""},
+		{"operator's reserve", Shares{ReserveMemoryMB: 4096}, 24 * gib, 22*1024 - 4096, ""},
+		{"default on a small host", Shares{}, 2 * gib, 1024 - 256, ""},
+		{"a reserve that leaves nothing", Shares{ReserveMemoryMB: 22 * 1024}, 24 * gib, 0, "--reserve-memory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := tt.s.capacityOf(tt.mem, 4)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("capacity %+v, err %v; want an error naming %s", c, err, tt.err)
+				}
+				return
+			}
+			if err != nil || c.MemoryMB != tt.memoryMB || c.CPUMilli != 4000 {
+				t.Fatalf("capacity %+v %v; want %d MiB for sandboxes", c, err, tt.memoryMB)
+			}
+			// What admission may hand out: the overcommit factor times what
+			// is left after the reserve.
+			if want := tt.memoryMB * DefaultMemoryOvercommit; int64(float64(c.MemoryMB)*c.MemoryOvercommit) != want {
+				t.Errorf("admittable %v, want %d", float64(c.MemoryMB)*c.MemoryOvercommit, want)
+			}
+		})
+	}
+	if err := (Shares{ReserveMemoryMB: -1}).check(); err == nil || !strings.Contains(err.Error(), "--reserve-memory") {
+		t.Errorf("negative reserve: %v", err)
+	}
+}
