@@ -24,9 +24,23 @@ go tool staticcheck ./...
 # other packages' guests spinning beside them they would measure the load,
 # not Corral.
 # Extra arguments (a -run of the caller's) run as given, in one pass.
+# Every phase goes through test/testlog, which prints the run's time, each
+# package's and the slowest tests at its end (the times are also appended
+# to $STATE/test-times.jsonl when the state directory exists).
+set -o pipefail
+start=$SECONDS
+testlog=$(mktemp -d)/testlog
+go build -o "$testlog" ./test/testlog
+save=()
+if [ -d "$STATE" ] && [ -w "$STATE" ]; then save=(-save "$STATE/test-times.jsonl"); fi
+gotest() { go test -json "$@" | "$testlog" "${save[@]}"; }
 if [ $# -gt 0 ]; then
-	exec go test -count=1 -timeout 75m "$@" ./...
+	gotest -count=1 -timeout 75m "$@" ./...
+	exit
 fi
 quiet='^(TestNoisyNeighbour|TestSelftest)$'
-go test -count=1 -timeout 75m -skip "$quiet" ./...
-go test -count=1 -timeout 45m -run "$quiet" ./test/e2e/
+status=0
+gotest -count=1 -timeout 75m -skip "$quiet" ./... || status=$?
+gotest -count=1 -timeout 45m -run "$quiet" ./test/e2e/ || status=$?
+echo "== scripts/test.sh: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s in all (exit $status)"
+exit $status

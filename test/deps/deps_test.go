@@ -111,6 +111,7 @@ var allowed = map[string][]string{
 	"corral/test/deploy":             {"corral/internal/cluster/pgtest"},
 	"corral/test/deps":               {},
 	"corral/test/e2e":                {},
+	"corral/test/testlog":            {},
 }
 
 // pkg is one package as go list describes it.

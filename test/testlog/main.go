@@ -1,0 +1,139 @@
+// Command testlog reads `go test -json` on its standard input, writes the
+// tests' output as `go test -v` would have (so a CI log reads as before),
+// and at the end prints the wall time of the run, each package's time, and
+// the slowest top-level tests, so drift shows in every run's log. With
+// -save FILE it also appends one JSON line per finished test (package,
+// test, seconds, result) for comparing runs. It exits 0: go test's own
+// status is the run's (scripts/test.sh sets pipefail).
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// event is one line of `go test -json` (test2json).
+type event struct {
+	Time    time.Time
+	Action  string
+	Package string
+	Test    string
+	Elapsed float64
+	Output  string
+}
+
+// result is one finished test or package.
+type result struct {
+	Package string  `json:"package"`
+	Test    string  `json:"test,omitempty"`
+	Seconds float64 `json:"seconds"`
+	Action  string  `json:"result"`
+}
+
+func main() {
+	top := flag.Int("top", 20, "how many of the slowest tests to list")
+	save := flag.String("save", "", "append each finished test's time to this file (JSON lines)")
+	flag.Parse()
+	start := time.Now()
+	results, err := copyOutput(os.Stdin, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testlog:", err)
+	}
+	if *save != "" {
+		if err := saveResults(*save, results); err != nil {
+			fmt.Fprintln(os.Stderr, "testlog:", err)
+		}
+	}
+	summarise(os.Stdout, results, time.Since(start), *top)
+}
+
+// copyOutput writes every test's output to w (lines that are not JSON,
+// such as a build failure's, as they are) and returns the results.
+func copyOutput(r io.Reader, w io.Writer) ([]result, error) {
+	var out []result
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var ev event
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
+			fmt.Fprintf(w, "%s\n", line)
+			continue
+		}
+		if ev.Action == "output" {
+			if !noise(ev.Output) {
+				io.WriteString(w, ev.Output)
+			}
+			continue
+		}
+		if ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip" {
+			out = append(out, result{Package: ev.Package, Test: ev.Test, Seconds: ev.Elapsed, Action: ev.Action})
+		}
+	}
+	return out, sc.Err()
+}
+
+// noise is go test -v's narration of starts and switches, which a log
+// without -v does not have.
+func noise(line string) bool {
+	for _, p := range []string{"=== RUN ", "=== PAUSE ", "=== CONT ", "=== NAME "} {
+		if strings.HasPrefix(line, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func saveResults(path string, rs []result) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for _, r := range rs {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// summarise prints the run's wall time, the packages that took over a
+// second, and the n slowest top-level tests.
+func summarise(w io.Writer, rs []result, wall time.Duration, n int) {
+	var pkgs, tests []result
+	failed := 0
+	for _, r := range rs {
+		switch {
+		case r.Test == "":
+			pkgs = append(pkgs, r)
+		case !strings.Contains(r.Test, "/"):
+			tests = append(tests, r)
+			if r.Action == "fail" {
+				failed++
+			}
+		}
+	}
+	slower := func(a, b result) int { return cmp.Compare(b.Seconds, a.Seconds) }
+	slices.SortFunc(pkgs, slower)
+	slices.SortFunc(tests, slower)
+	fmt.Fprintf(w, "\n== testlog: %d packages, %d top-level tests (%d failed), %s wall\n", len(pkgs), len(tests), failed, wall.Round(time.Second))
+	for _, p := range pkgs {
+		if p.Seconds >= 1 {
+			fmt.Fprintf(w, "   %8.1f s  %-4s %s\n", p.Seconds, p.Action, p.Package)
+		}
+	}
+	fmt.Fprintf(w, "== the %d slowest tests\n", min(n, len(tests)))
+	for _, t := range tests[:min(n, len(tests))] {
+		fmt.Fprintf(w, "   %8.1f s  %-4s %s %s\n", t.Seconds, t.Action, strings.TrimPrefix(t.Package, "corral/"), t.Test)
+	}
+}
