@@ -10,7 +10,7 @@ import (
 // registerSecretFlags adds create's and run's --secret and --secret-header.
 func registerSecretFlags(fs *pflag.FlagSet, names, headers *[]string) {
 	fs.StringArrayVar(names, "secret", nil, "a stored secret whose keys and values every process gets as env variables; the code in the sandbox sees them (repeatable)")
-	fs.StringArrayVar(headers, "secret-header", nil, "SECRET:KEY@HOST:HEADER[=TEMPLATE]: the egress proxy sets HEADER on requests to HOST (HTTP, or HTTPS through a CA of the sandbox's own) to TEMPLATE with {value} replaced by the secret's value (default template {value}); the sandbox never holds it, e.g. api:TOKEN@api.example.com:Authorization=Bearer {value} (repeatable)")
+	fs.StringArrayVar(headers, "secret-header", nil, "SECRET:KEY@HOST:HEADER[=TEMPLATE]: the egress proxy sets HEADER to TEMPLATE with {value} replaced by the secret's value (default template {value}) on the sandbox's TLS requests to HOST (intercepted with a CA of the sandbox's own) on port 443 with GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS (the API's ports and methods choose others; never TRACE, TRACK or CONNECT); never over plain HTTP; the sandbox never holds the value, e.g. api:TOKEN@api.example.com:Authorization=Bearer {value} (repeatable)")
 }
 
 // secretHeaders parses --secret-header flags (errors never echo a flag).

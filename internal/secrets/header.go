@@ -18,11 +18,11 @@ const MaxHeaderRules = 16
 // HeaderRule makes the egress proxy set Header on the requests the
 // sandbox sends to Host over TLS (terminated with the proxy's per-sandbox
 // CA, the real certificate verified upstream), on one of Ports (default
-// 443) and with one of Methods (default any): Template with Placeholder
-// replaced by the value of Key in secret Secret, read from the store at
-// each request (so a rotation applies to the next request). Never over
-// plain HTTP, where anything on the path would read it. The sandbox never
-// holds the value.
+// 443) and with one of Methods (default DefaultMethods): Template with
+// Placeholder replaced by the value of Key in secret Secret, read from the
+// store at each request (so a rotation applies to the next request).
+// Never over plain HTTP, where anything on the path would read it, and
+// never with a method of NeverMethod. The sandbox never holds the value.
 type HeaderRule struct {
 	Secret   string   `json:"secret"`
 	Key      string   `json:"key"`
@@ -30,11 +30,31 @@ type HeaderRule struct {
 	Header   string   `json:"header"`
 	Template string   `json:"template,omitempty"` // default Placeholder
 	Ports    []int    `json:"ports,omitempty"`    // default DefaultPorts
-	Methods  []string `json:"methods,omitempty"`  // default any
+	Methods  []string `json:"methods,omitempty"`  // default DefaultMethods
 }
 
 // DefaultPorts are the ports a rule without Ports applies on.
 var DefaultPorts = []int{443}
+
+// DefaultMethods are the methods a rule without Methods applies to: the
+// ordinary ones, none of NeverMethod's.
+var DefaultMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// neverMethods are the methods no rule may name, with why. The egress
+// proxy keeps its own copy (netpolicy/egress imports no secrets), so a
+// record stored before this check cannot send one either.
+var neverMethods = map[string]string{
+	"TRACE":   "a TRACE is answered with the request itself, so the server would echo the secret back to the sandbox",
+	"TRACK":   "a TRACK (IIS's TRACE) is answered with the request itself, so the server would echo the secret back to the sandbox",
+	"CONNECT": "a CONNECT opens a tunnel to another destination, not a request to the rule's host",
+}
+
+// NeverMethod says whether method (in any case) is one no rule applies
+// to, and why.
+func NeverMethod(method string) (string, bool) {
+	why, ok := neverMethods[strings.ToUpper(method)]
+	return why, ok
+}
 
 // maxRuleList bounds a rule's ports and methods.
 const maxRuleList = 16
@@ -42,13 +62,20 @@ const maxRuleList = 16
 // methodRE is an HTTP method token, upper case.
 var methodRE = regexp.MustCompile("^[A-Z]{1,16}$")
 
-// Allows says whether r applies to a request on port with method.
+// Allows says whether r applies to a request on port with method. A
+// method of NeverMethod is never allowed, whatever r names.
 func (r HeaderRule) Allows(port int, method string) bool {
-	ports := r.Ports
+	if _, never := NeverMethod(method); never {
+		return false
+	}
+	ports, methods := r.Ports, r.Methods
 	if len(ports) == 0 {
 		ports = DefaultPorts
 	}
-	return slices.Contains(ports, port) && (len(r.Methods) == 0 || slices.Contains(r.Methods, method))
+	if len(methods) == 0 {
+		methods = DefaultMethods
+	}
+	return slices.Contains(ports, port) && slices.Contains(methods, method)
 }
 
 // normalizeScope checks and orders r's ports and methods.
@@ -68,6 +95,9 @@ func (r *HeaderRule) normalizeScope(field string) error {
 		r.Methods[i] = strings.ToUpper(m)
 		if !methodRE.MatchString(r.Methods[i]) {
 			return errdefs.Invalid(field+".methods", "%q is not an HTTP method", m)
+		}
+		if why, never := NeverMethod(r.Methods[i]); never {
+			return errdefs.Invalid(field+".methods", "%s is never given a secret header: %s", r.Methods[i], why)
 		}
 	}
 	slices.Sort(r.Ports)

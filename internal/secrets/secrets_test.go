@@ -157,8 +157,27 @@ func TestHeaderRuleScope(t *testing.T) {
 		}
 	}
 	def := HeaderRule{}
-	if !def.Allows(443, "DELETE") || def.Allows(80, "GET") || def.Allows(8443, "GET") {
-		t.Error("the default scope is not 443, any method")
+	for _, m := range DefaultMethods {
+		if !def.Allows(443, m) {
+			t.Errorf("the default scope refuses %s on 443", m)
+		}
+	}
+	if def.Allows(80, "GET") || def.Allows(8443, "GET") || def.Allows(443, "PROPFIND") || def.Allows(443, "get") {
+		t.Error("the default scope is not 443 with the default methods")
+	}
+	// A rule stored before such methods were refused allows them no more.
+	stored := HeaderRule{Methods: []string{"TRACE", "TRACK", "CONNECT", "GET"}}
+	for _, m := range []string{"TRACE", "trace", "TRACK", "CONNECT"} {
+		if def.Allows(443, m) || stored.Allows(443, m) {
+			t.Errorf("%s is allowed", m)
+		}
+	}
+	for _, m := range []string{"TRACE", "trace", "Track", "CONNECT"} {
+		r := HeaderRule{Secret: "s", Key: "K", Host: "api.example.com", Header: "X-Key", Methods: []string{"GET", m}}
+		err := r.Normalize("rule")
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), strings.ToUpper(m)) || !strings.Contains(err.Error(), "never") {
+			t.Errorf("a rule naming %s: %v, want invalid_argument naming it and why", m, err)
+		}
 	}
 	for _, bad := range []HeaderRule{
 		{Ports: []int{0}}, {Ports: []int{70000}}, {Methods: []string{"GE T"}}, {Methods: []string{"G\r\nX"}},

@@ -29,8 +29,9 @@ type SecretList struct {
 }
 
 // SecretHeader is an egress header rule: the proxy sets Header on the
-// sandbox's requests to Host to Template with "{value}" replaced by the
-// value of Key in secret Secret (default template: "{value}").
+// sandbox's TLS requests to Host (never plain HTTP) to Template with
+// "{value}" replaced by the value of Key in secret Secret (default
+// template: "{value}").
 type SecretHeader struct {
 	Secret   string `json:"secret"`
 	Key      string `json:"key"`
@@ -39,6 +40,9 @@ type SecretHeader struct {
 	Template string `json:"template,omitempty"`
 	// Ports the header is set on (default 443), over TLS only.
 	Ports []int `json:"ports,omitempty"`
-	// Methods the header is set for (default any).
+	// Methods the header is set for (upper-cased; default GET, HEAD,
+	// POST, PUT, PATCH, DELETE and OPTIONS). TRACE, TRACK and CONNECT are
+	// refused (invalid_argument): a TRACE is answered with the request,
+	// the secret in it.
 	Methods []string `json:"methods,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -112,6 +113,7 @@ func TestSecrets(t *testing.T) {
 		if out := d.mustCLI("events", id); !strings.Contains(out, "egress_inject_skipped") || !strings.Contains(out, "plain HTTP") {
 			t.Errorf("the plain-HTTP request's skip is not in the events:\n%s", out)
 		}
+		d.secretNoEcho(t, id, w, headerVal)
 		d.assertNoValue(t, id, &logs, headerVal)
 	})
 	t.Run("rotate", func(t *testing.T) {
@@ -171,7 +173,33 @@ func (d *daemon) secretInjectVM(t *testing.T, id string, w *secretWorld, logs *l
 	if got := d.curl(id, "https://other.secret.test/"); got != "" {
 		t.Errorf("vm: a host not named answered through the sandbox CA: %q (intercepted?)", got)
 	}
+	d.secretNoEcho(t, id, w, v)
 	d.assertNoValue(t, id, logs, v)
+}
+
+// secretNoEcho: a TRACE or TRACK (any case) over TLS to the named host,
+// which the rule (naming no method) covers, reaches the upstream without
+// the secret (a server answering TRACE echoes the request, secret and
+// all, back to the sandbox), and the skip is in the sandbox's events.
+func (d *daemon) secretNoEcho(t *testing.T, id string, w *secretWorld, v string) {
+	t.Helper()
+	w.mu.Lock()
+	before := len(w.seen)
+	w.mu.Unlock()
+	for _, m := range []string{"TRACE", "track"} {
+		if got := strings.TrimSpace(d.curl(id, "-X", m, "-H", "Authorization: placeholder", "https://api.secret.test/")); got != "api.secret.test header=mismatch" {
+			t.Errorf("%s over TLS: %q, want the sandbox's own header, never the secret", m, got)
+		}
+	}
+	w.mu.Lock()
+	seen := slices.Clone(w.seen[before:])
+	w.mu.Unlock()
+	if len(seen) != 2 || strings.Contains(strings.Join(seen, "\n"), v) {
+		t.Errorf("the upstream saw %q for a TRACE and a track: want two requests, neither with the secret", seen)
+	}
+	if out := d.mustCLI("events", id); !strings.Contains(out, "TRACE echoes the request back") {
+		t.Errorf("the TRACE's skip is not in the events:\n%s", out)
+	}
 }
 
 // assertNoValue searches for v in the sandbox (env, every process's
@@ -260,6 +288,7 @@ func (d *daemon) secretBadInput(t *testing.T, v string) {
 		{"POST", "/v1/sandboxes", `{"secrets":["../etc"]}`, 400},
 		{"POST", "/v1/sandboxes", `{"secret_headers":[{"secret":"api","key":"NOPE","host":"api.secret.test","header":"Authorization"}]}`, 404},
 		{"POST", "/v1/sandboxes", `{"secret_headers":[{"secret":"api","key":"TOKEN","host":"api.secret.test","header":"Host"}]}`, 400},
+		{"POST", "/v1/sandboxes", `{"secret_headers":[{"secret":"api","key":"TOKEN","host":"api.secret.test","header":"Authorization","methods":["GET","trace"]}]}`, 400},
 	} {
 		status, body := d.api(c.method, c.path, d.token, c.body)
 		if status != c.status || strings.Contains(body, v) {

@@ -29,7 +29,8 @@ import (
 // certificate for the name (UpstreamRoots, or the system's). Each request
 // on the connection must be for that name (else 421); the headers of the
 // rules that allow its port and method are set on it, replacing any the
-// sandbox sent, and it goes upstream. Plain HTTP to a ruled host is
+// sandbox sent, and it goes upstream. A TRACE, TRACK or CONNECT never gets
+// them (neverInjected), whatever a rule says. Plain HTTP to a ruled host is
 // spliced untouched and reported as skipped: a secret never crosses the
 // network in clear text. Every other connection is spliced as before.
 
@@ -181,6 +182,10 @@ func (t *injectTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if h, err := hostOnly(r.Host); err != nil || h != t.host {
 		return nil, &injectError{http.StatusMisdirectedRequest, "this connection is for " + t.host + " only"}
 	}
+	if why, never := neverInjected(r.Method); never {
+		t.p.injected(Injection{SandboxID: t.sandboxID, Host: t.host, Skipped: why})
+		return t.base.RoundTrip(r)
+	}
 	hs, err := t.ic.Headers(t.host, t.port, r.Method)
 	if err != nil {
 		t.p.injected(Injection{SandboxID: t.sandboxID, Host: t.host, Err: err.Error()})
@@ -197,6 +202,23 @@ func (t *injectTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	t.p.injected(Injection{SandboxID: t.sandboxID, Host: t.host, Headers: names})
 	return t.base.RoundTrip(r)
+}
+
+// neverInjected says whether a request with method (in any case) goes on
+// without the rules' headers whatever they name, and why: a TRACE or
+// TRACK is answered with the request itself, so the server would hand the
+// secret back to the sandbox; a CONNECT is a tunnel, not a request to the
+// host. secrets.NeverMethod refuses them in a rule; this package keeps its
+// own list (it imports no secrets) so that no rule, however it was
+// stored, sends one.
+func neverInjected(method string) (string, bool) {
+	switch m := strings.ToUpper(method); m {
+	case "TRACE", "TRACK":
+		return m + " echoes the request back: never given a secret header", true
+	case http.MethodConnect:
+		return "CONNECT opens a tunnel: never given a secret header", true
+	}
+	return "", false
 }
 
 // injected reports inj within the report interval.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,25 @@ type injectFixture struct {
 	sandboxCA *x509.CertPool
 	upstream  *x509.CertPool
 	reports   chan Injection
+
+	ruleMu sync.Mutex
+	// rule says which ports and methods get the header; nil: every
+	// method and port (a Headers that leaves the method to the proxy).
+	rule *secrets.HeaderRule
+}
+
+// setRule replaces the fixture's rule (nil: any method and port).
+func (f *injectFixture) setRule(r *secrets.HeaderRule) {
+	f.ruleMu.Lock()
+	defer f.ruleMu.Unlock()
+	f.rule = r
+}
+
+// allows says whether the fixture's rule applies to port and method.
+func (f *injectFixture) allows(port int, method string) bool {
+	f.ruleMu.Lock()
+	defer f.ruleMu.Unlock()
+	return f.rule == nil || f.rule.Allows(port, method)
 }
 
 func newInjectFixture(t *testing.T, useTLS, trustUpstream bool) *injectFixture {
@@ -53,7 +73,8 @@ func newInjectFixture(t *testing.T, useTLS, trustUpstream bool) *injectFixture {
 		srv.Start()
 	}
 	t.Cleanup(srv.Close)
-	f := &injectFixture{sandboxCA: pool(t, sbCA.PEM()), upstream: pool(t, upCA.PEM()), reports: make(chan Injection, 10)}
+	f := &injectFixture{sandboxCA: pool(t, sbCA.PEM()), upstream: pool(t, upCA.PEM()), reports: make(chan Injection, 10),
+		rule: &secrets.HeaderRule{Methods: []string{"GET"}}}
 	f.fixture = newFixture(t, srv.Listener.Addr().String(), func(c *Config) {
 		c.Intercept = func(id string) *Interception {
 			if id != "sb-1" {
@@ -62,9 +83,9 @@ func newInjectFixture(t *testing.T, useTLS, trustUpstream bool) *injectFixture {
 			return &Interception{
 				Hosts: []string{"allowed.test"},
 				Cert:  sbCA.Leaf,
-				// The rule: GET on port 443 only.
+				// The rule: GET on port 443 only, unless a test sets another.
 				Headers: func(host string, port int, method string) ([]Header, error) {
-					if !(secrets.HeaderRule{Methods: []string{"GET"}}).Allows(port, method) {
+					if !f.allows(port, method) {
 						return nil, nil
 					}
 					return []Header{{Name: "Authorization", Value: "Bearer " + realValue}}, nil
@@ -191,17 +212,23 @@ func TestInjectHTTPNever(t *testing.T) {
 	}
 }
 
+// tlsTo opens a TLS connection from the sandbox to allowed.test on port,
+// trusting the sandbox's CA (so it is intercepted).
+func (f *injectFixture) tlsTo(t *testing.T, port string) net.Conn {
+	t.Helper()
+	tc := tls.Client(f.dial(allowedAddr.String()+":"+port), &tls.Config{ServerName: "allowed.test", RootCAs: f.sandboxCA})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake on port %s: %v", port, err)
+	}
+	return tc
+}
+
 // TestInjectScope: over TLS, a method or port the rule does not allow
-// goes upstream without the secret (the sandbox's own header kept).
+// goes upstream without the secret (the sandbox's own header kept); a
+// rule naming no method allows the ordinary ones only.
 func TestInjectScope(t *testing.T) {
 	f := newInjectFixture(t, true, true)
-	tlsTo := func(port string) net.Conn {
-		tc := tls.Client(f.dial(allowedAddr.String()+":"+port), &tls.Config{ServerName: "allowed.test", RootCAs: f.sandboxCA})
-		if err := tc.Handshake(); err != nil {
-			t.Fatalf("handshake on port %s: %v", port, err)
-		}
-		return tc
-	}
+	tlsTo := func(port string) net.Conn { return f.tlsTo(t, port) }
 	if got := send(t, tlsTo("443"), "POST", [2]string{"allowed.test", "mine"}); got[0] != "200 auth=mine host=allowed.test" {
 		t.Errorf("POST, which the rule does not allow: %q", got[0])
 	}
@@ -210,5 +237,46 @@ func TestInjectScope(t *testing.T) {
 	}
 	if got := get(t, tlsTo("443"), [2]string{"allowed.test", "mine"}); got[0] != "200 auth=Bearer "+realValue+" host=allowed.test" {
 		t.Errorf("GET on 443: %q, want the secret", got[0])
+	}
+	// The default methods: the ordinary ones, not TRACE nor one unknown.
+	f.setRule(&secrets.HeaderRule{})
+	for _, c := range []struct {
+		method string
+		secret bool
+	}{{"POST", true}, {"DELETE", true}, {"OPTIONS", true}, {"PROPFIND", false}, {"TRACE", false}} {
+		got := send(t, tlsTo("443"), c.method, [2]string{"allowed.test", "mine"})[0]
+		if c.secret != strings.Contains(got, realValue) {
+			t.Errorf("%s with a rule naming no method: %q, want the secret %t", c.method, got, c.secret)
+		}
+	}
+}
+
+// TestInjectNeverEcho: a TRACE or TRACK (any case) never gets the
+// header, even from a rule that would allow every method (one stored
+// before such rules were refused), and the skip says why.
+func TestInjectNeverEcho(t *testing.T) {
+	f := newInjectFixture(t, true, true)
+	f.setRule(nil)
+	if got := get(t, f.tlsTo(t, "443"), [2]string{"allowed.test", "mine"})[0]; got != "200 auth=Bearer "+realValue+" host=allowed.test" {
+		t.Fatalf("GET with a rule allowing any method: %q, want the secret", got)
+	}
+	<-f.reports
+	for _, m := range []string{"TRACE", "trace", "TRACK"} {
+		if got := send(t, f.tlsTo(t, "443"), m, [2]string{"allowed.test", "mine"})[0]; got != "200 auth=mine host=allowed.test" {
+			t.Errorf("%s: %q, want the sandbox's own header and never the secret", m, got)
+		}
+	}
+	select {
+	case r := <-f.reports:
+		if len(r.Headers) != 0 || !strings.Contains(r.Skipped, "TRACE") || !strings.Contains(r.Skipped, "never") {
+			t.Errorf("report %+v, want a skip naming TRACE and why", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no report of the skip")
+	}
+	for m, want := range map[string]bool{"TRACE": true, "Track": true, "CONNECT": true, "GET": false, "POST": false, "PROPFIND": false} {
+		if _, never := neverInjected(m); never != want {
+			t.Errorf("neverInjected(%s) = %t", m, never)
+		}
 	}
 }
