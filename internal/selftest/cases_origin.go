@@ -42,7 +42,9 @@ func leakConsoleOrigin(ctx context.Context, s *session) Result {
 	if _, err := s.c.Run(ctx, s.a.id, start, nil, io.Discard, io.Discard); err != nil {
 		return inconclusive(tried, err)
 	}
-	fake := "corral_session=" + s.nonce + "; corral_csrf=" + s.nonce + "; app=kept"
+	// Both names: corral_session over plain HTTP, __Host-corral_session
+	// over TLS.
+	fake := "corral_session=" + s.nonce + "; corral_csrf=" + s.nonce + "; __Host-corral_session=" + s.nonce + "; __Host-corral_csrf=" + s.nonce + "; app=kept"
 	apiPath := strings.TrimSuffix(s.c.BaseURL, "/") + "/v1/sandboxes/" + s.a.id + "/ports/8080/"
 	browser := map[string]string{"Cookie": fake, "Sec-Fetch-Dest": "document", "Sec-Fetch-Mode": "navigate", "X-Corral-Port-Token": s.a.rec.PortToken}
 	var status int

@@ -13,7 +13,8 @@ const PortCookie = "corral_port_token"
 
 // FromBrowser says whether r is a browser loading a page (or a frame, or
 // a worker) that would run as the origin it was sent to, or carries the
-// console's session cookie. A script's fetch (Sec-Fetch-Mode cors, which
+// console's session cookie (by either name: the question is who sent
+// it, not whether the session is good). A script's fetch (Sec-Fetch-Mode cors, which
 // Node's fetch sends too) runs as the origin of the page that made it,
 // so it is not one; programs (curl, the SDKs, the CLI, a control plane)
 // send none of this.
@@ -25,7 +26,12 @@ func FromBrowser(r *http.Request) bool {
 	case "document", "iframe", "frame", "embed", "object", "worker", "sharedworker", "serviceworker":
 		return true
 	}
-	return HasCookie(r)
+	for _, c := range r.Cookies() {
+		if c.Value != "" && (c.Name == CookieName || c.Name == HostPrefix+CookieName) {
+			return true
+		}
+	}
+	return false
 }
 
 // StripCookies removes Corral's own cookies from the Cookie headers of h

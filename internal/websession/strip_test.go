@@ -2,6 +2,7 @@ package websession
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"testing"
 )
@@ -10,6 +11,7 @@ func TestStripCookies(t *testing.T) {
 	h := http.Header{}
 	h.Add("Cookie", "corral_session=s1; app=1; corral_csrf=c1")
 	h.Add("Cookie", "__Host-corral_session=s2; CORRAL_PORT_TOKEN=p; other=2")
+	h.Add("Cookie", "__Host-corral_csrf=c2; __host-CORRAL_SESSION=s3; __Secure-corral_port_token=p2")
 	StripCookies(h)
 	if got := h.Values("Cookie"); !reflect.DeepEqual(got, []string{"app=1; other=2"}) {
 		t.Fatalf("Cookie = %q", got)
@@ -22,7 +24,8 @@ func TestStripCookies(t *testing.T) {
 }
 
 func TestDropSetCookies(t *testing.T) {
-	h := http.Header{"Set-Cookie": {"app=1; Path=/", "corral_session=evil; Path=/", " __Secure-corral_csrf=x", "corral_port_token=t"}}
+	h := http.Header{"Set-Cookie": {"app=1; Path=/", "corral_session=evil; Path=/", " __Secure-corral_csrf=x", "corral_port_token=t",
+		"__Host-corral_session=evil; Path=/; Secure", "__Host-corral_csrf=evil; Path=/; Secure"}}
 	DropSetCookies(h, false)
 	if got := h.Values("Set-Cookie"); !reflect.DeepEqual(got, []string{"app=1; Path=/"}) {
 		t.Fatalf("Set-Cookie = %q", got)
@@ -50,5 +53,11 @@ func TestFromBrowser(t *testing.T) {
 	r.AddCookie(&http.Cookie{Name: CookieName, Value: "s"})
 	if !FromBrowser(r) {
 		t.Fatal("the console's cookie is not a browser's")
+	}
+	// Over TLS as over plain HTTP, either name says a browser sent it.
+	r = httptest.NewRequest(http.MethodGet, "https://x/", nil)
+	r.AddCookie(&http.Cookie{Name: HostPrefix + CookieName, Value: "s"})
+	if !FromBrowser(r) {
+		t.Fatal("the console's __Host- cookie is not a browser's")
 	}
 }

@@ -1,9 +1,10 @@
 // Package websession signs browsers in with the API token and checks the
 // requests they make afterwards: a session id in an HttpOnly,
-// SameSite=Strict cookie (Secure over TLS) that maps, in memory, to a
-// CSRF token the page sends back in a header on every state-changing
-// request, which must also come from the daemon's own origin. The raw
-// API token never reaches the page's script.
+// SameSite=Strict cookie (over TLS a Secure __Host- cookie, which no
+// other host can set) that maps, in memory, to a CSRF token the page
+// sends back in a header on every state-changing request, which must
+// also come from the daemon's own origin. The raw API token never
+// reaches the page's script.
 //
 // Sessions live in the daemon's memory: a restart signs every browser
 // out. It imports only errdefs; the API and the console import it.
@@ -24,11 +25,19 @@ import (
 )
 
 const (
-	// CookieName carries the session id (HttpOnly: scripts never see it).
+	// CookieName carries the session id (HttpOnly: scripts never see it);
+	// over TLS its name has HostPrefix (SessionCookie).
 	CookieName = "corral_session"
 	// CSRFCookie carries the session's CSRF token, readable by the page's
-	// script so it can echo it in CSRFHeader (the double submit).
+	// script so it can echo it in CSRFHeader (the double submit); over TLS
+	// its name has HostPrefix (CSRFCookieFor).
 	CSRFCookie = "corral_csrf"
+	// HostPrefix starts the cookies' names over TLS. A browser keeps a
+	// __Host- cookie only when it comes from a secure origin, Secure, with
+	// Path=/ and no Domain: a page of a sibling host (an exposed port
+	// under a ports domain that shares the console's parent domain)
+	// cannot set one to shadow the console's, as it can a plain name.
+	HostPrefix = "__Host-"
 	// CSRFHeader is where the page echoes the CSRF token.
 	CSRFHeader = "X-Corral-CSRF"
 	// Lifetime is how long a session lasts after sign-in.
@@ -49,6 +58,22 @@ type Store struct {
 
 	mu       sync.Mutex
 	sessions map[string]session
+}
+
+// SessionCookie is the name of the session cookie on r's connection:
+// HostPrefix+CookieName over TLS, CookieName over plain HTTP. Each
+// connection accepts its own name alone.
+func SessionCookie(r *http.Request) string { return cookieName(r, CookieName) }
+
+// CSRFCookieFor is the name of the CSRF cookie on r's connection, as
+// SessionCookie's.
+func CSRFCookieFor(r *http.Request) string { return cookieName(r, CSRFCookie) }
+
+func cookieName(r *http.Request, base string) string {
+	if r.TLS != nil {
+		return HostPrefix + base
+	}
+	return base
 }
 
 // New returns a store that signs in with token.
@@ -75,9 +100,10 @@ func (s *Store) Login(w http.ResponseWriter, r *http.Request, token string) erro
 	s.expire()
 	s.sessions[id] = session{csrf: csrf, expires: exp}
 	s.mu.Unlock()
+	// Path / and no Domain, as a __Host- cookie must have.
 	secure := r.TLS != nil
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: "/", Expires: exp, HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
-	http.SetCookie(w, &http.Cookie{Name: CSRFCookie, Value: csrf, Path: "/", Expires: exp, Secure: secure, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie(r), Value: id, Path: "/", Expires: exp, HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: CSRFCookieFor(r), Value: csrf, Path: "/", Expires: exp, Secure: secure, SameSite: http.SameSiteStrictMode})
 	return nil
 }
 
@@ -86,21 +112,22 @@ func (s *Store) Logout(w http.ResponseWriter, r *http.Request) error {
 	if err := s.Check(r); err != nil {
 		return err
 	}
-	if c, err := r.Cookie(CookieName); err == nil {
+	if c, err := r.Cookie(SessionCookie(r)); err == nil {
 		s.mu.Lock()
 		delete(s.sessions, c.Value)
 		s.mu.Unlock()
 	}
-	for _, n := range []string{CookieName, CSRFCookie} {
-		http.SetCookie(w, &http.Cookie{Name: n, Value: "", Path: "/", MaxAge: -1, HttpOnly: n == CookieName, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	for _, n := range []string{SessionCookie(r), CSRFCookieFor(r)} {
+		http.SetCookie(w, &http.Cookie{Name: n, Value: "", Path: "/", MaxAge: -1, HttpOnly: n == SessionCookie(r), Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	}
 	return nil
 }
 
-// HasCookie says whether r carries a session cookie at all (the API
-// falls back to asking for a bearer token when it does not).
+// HasCookie says whether r carries a session cookie of its connection's
+// name (SessionCookie) at all (the API falls back to asking for a bearer
+// token when it does not).
 func HasCookie(r *http.Request) bool {
-	c, err := r.Cookie(CookieName)
+	c, err := r.Cookie(SessionCookie(r))
 	return err == nil && c.Value != ""
 }
 
@@ -109,7 +136,7 @@ func HasCookie(r *http.Request) bool {
 // the daemon's own origin and the session's CSRF token in CSRFHeader.
 // Unauthenticated or permission denied otherwise, saying why.
 func (s *Store) Check(r *http.Request) error {
-	c, err := r.Cookie(CookieName)
+	c, err := r.Cookie(SessionCookie(r))
 	if err != nil || c.Value == "" {
 		return fmt.Errorf("%w: not signed in", errdefs.ErrUnauthenticated)
 	}
@@ -137,7 +164,7 @@ func (s *Store) Check(r *http.Request) error {
 	}
 	got := r.Header.Get(CSRFHeader)
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(sess.csrf)) != 1 {
-		return fmt.Errorf("%w: missing or wrong %s header (the console sends the %s cookie's value)", errdefs.ErrPermissionDenied, CSRFHeader, CSRFCookie)
+		return fmt.Errorf("%w: missing or wrong %s header (the console sends the %s cookie's value)", errdefs.ErrPermissionDenied, CSRFHeader, CSRFCookieFor(r))
 	}
 	return nil
 }

@@ -3,7 +3,10 @@ package websession
 import (
 	"errors"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,7 +76,11 @@ func TestLogin(t *testing.T) {
 	}
 }
 
-func TestLoginSecureOverTLS(t *testing.T) {
+// TestCookiesOverTLS: over TLS the cookies are __Host- cookies (Secure,
+// Path /, no Domain), and only those names are read: a plain-named cookie
+// (which a sibling host could have set) is no session, and neither is a
+// __Host- one over plain HTTP.
+func TestCookiesOverTLS(t *testing.T) {
 	s := New("tok")
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "https://"+host+"/console/login", nil)
@@ -81,10 +88,101 @@ func TestLoginSecureOverTLS(t *testing.T) {
 	if err := s.Login(w, r, "tok"); err != nil {
 		t.Fatal(err)
 	}
+	got := map[string]*http.Cookie{}
 	for _, c := range w.Result().Cookies() {
-		if !c.Secure {
-			t.Errorf("%s not Secure over TLS", c.Name)
+		got[c.Name] = c
+		if !c.Secure || c.Path != "/" || c.Domain != "" || c.SameSite != http.SameSiteStrictMode {
+			t.Errorf("%s over TLS: %+v, want Secure, Path /, no Domain, SameSite=Strict", c.Name, c)
 		}
+	}
+	sess, csrf := got["__Host-corral_session"], got["__Host-corral_csrf"]
+	if len(got) != 2 || sess == nil || csrf == nil || !sess.HttpOnly || csrf.HttpOnly {
+		t.Fatalf("cookies over TLS: %v, want __Host-corral_session (HttpOnly) and __Host-corral_csrf", w.Result().Cookies())
+	}
+	check := func(scheme, name, csrfValue string) error {
+		r := httptest.NewRequest("POST", scheme+"://"+host+"/v1/sandboxes/x/pause", nil)
+		r.AddCookie(&http.Cookie{Name: name, Value: sess.Value})
+		r.Header.Set("Origin", scheme+"://"+host)
+		r.Header.Set(CSRFHeader, csrfValue)
+		return s.Check(r)
+	}
+	if err := check("https", sess.Name, csrf.Value); err != nil {
+		t.Errorf("the __Host- session over TLS: %v", err)
+	}
+	if err := check("https", sess.Name, "x"+csrf.Value); !errors.Is(err, errdefs.ErrPermissionDenied) || !strings.Contains(err.Error(), "__Host-corral_csrf") {
+		t.Errorf("a wrong CSRF header over TLS: %v, want permission denied naming __Host-corral_csrf", err)
+	}
+	if err := check("https", CookieName, csrf.Value); !errors.Is(err, errdefs.ErrUnauthenticated) {
+		t.Errorf("the session id under the plain name over TLS: %v, want unauthenticated", err)
+	}
+	if err := check("http", sess.Name, csrf.Value); !errors.Is(err, errdefs.ErrUnauthenticated) {
+		t.Errorf("a __Host- cookie over plain HTTP: %v, want unauthenticated", err)
+	}
+	plain := httptest.NewRequest("GET", "https://"+host+"/v1/sandboxes", nil)
+	plain.AddCookie(&http.Cookie{Name: CookieName, Value: sess.Value})
+	if HasCookie(plain) {
+		t.Error("HasCookie takes the plain name over TLS")
+	}
+}
+
+// TestTLSServerRoundTrip: a client with a cookie jar signs in to a TLS
+// server, changes something with the CSRF cookie's value echoed, and
+// signs out, which clears both __Host- cookies.
+func TestTLSServerRoundTrip(t *testing.T) {
+	s := New("tok")
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		switch r.URL.Path {
+		case "/console/login":
+			err = s.Login(w, r, "tok")
+		case "/console/logout":
+			err = s.Logout(w, r)
+		default:
+			err = s.Check(r)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), errdefs.HTTPStatus(err))
+		}
+	}))
+	defer srv.Close()
+	c := srv.Client()
+	c.Jar, _ = cookiejar.New(nil)
+	u, _ := url.Parse(srv.URL)
+	csrf := ""
+	do := func(path string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+path, nil)
+		req.Header.Set("Origin", srv.URL)
+		req.Header.Set(CSRFHeader, csrf)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := do("/console/login"); st != http.StatusOK {
+		t.Fatalf("sign-in: %d", st)
+	}
+	for _, ck := range c.Jar.Cookies(u) {
+		if ck.Name == "__Host-corral_csrf" {
+			csrf = ck.Value
+		}
+	}
+	if csrf == "" {
+		t.Fatalf("no __Host-corral_csrf in the jar: %v", c.Jar.Cookies(u))
+	}
+	if st := do("/v1/sandboxes/x/pause"); st != http.StatusOK {
+		t.Errorf("a change with the session and the CSRF header: %d", st)
+	}
+	if st := do("/console/logout"); st != http.StatusOK {
+		t.Errorf("sign-out: %d", st)
+	}
+	if left := c.Jar.Cookies(u); len(left) != 0 {
+		t.Errorf("cookies left after sign-out: %v", left)
+	}
+	if st := do("/v1/sandboxes/x/pause"); st != http.StatusUnauthorized {
+		t.Errorf("a change after sign-out: %d, want 401", st)
 	}
 }
 

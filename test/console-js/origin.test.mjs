@@ -30,7 +30,8 @@ try {
   await page.click("form.login button[type=submit]");
   await page.waitForSelector("#create-form");
   const cookies = await ctx.cookies(env.CORRAL_URL);
-  if (!cookies.some((c) => c.name === "corral_session")) throw new Error("signed in, yet no console session cookie: the test proves nothing");
+  // corral_session over plain HTTP, __Host-corral_session over TLS.
+  if (!cookies.some((c) => c.name === "corral_session" || c.name === "__Host-corral_session")) throw new Error("signed in, yet no console session cookie: the test proves nothing");
 
   const q = "?api=" + encodeURIComponent(env.CORRAL_URL) + "&victim=" + encodeURIComponent(env.VICTIM);
   for (const [name, url] of [["ports origin", env.PAGE_URL + q], ["api path", env.API_PAGE_URL + q]]) {

@@ -39,7 +39,9 @@ C.APIError = APIError;
 // undefined. raw: return the Response instead of parsed JSON.
 C.api = async function (method, path, body, raw) {
   const headers = {};
-  if (method !== "GET" && method !== "HEAD") headers["X-Corral-CSRF"] = cookie("corral_csrf");
+  // Over TLS the daemon names it __Host-corral_csrf (no other host can set
+  // that one); over plain HTTP, corral_csrf.
+  if (method !== "GET" && method !== "HEAD") headers["X-Corral-CSRF"] = cookie("__Host-corral_csrf") || cookie("corral_csrf");
   let payload = body;
   if (body !== undefined && !(body instanceof Blob)) {
     headers["Content-Type"] = "application/json";
