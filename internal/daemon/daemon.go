@@ -72,6 +72,12 @@ type Config struct {
 	// listener on another than the scheme's) under which PortsListen
 	// serves; "": localhost and PortsListen's port.
 	PortsDomain string
+	// ConsoleHosts are the host names browsers open the console (the API
+	// listener) under besides --listen's own, e.g. behind a reverse
+	// proxy; the ports domain must share no registrable domain with them
+	// or with --listen's (checkPortsParent) unless PortsSharedParentOK.
+	ConsoleHosts        []string
+	PortsSharedParentOK bool
 	// E2BRuntime is the runtime of sandboxes E2B clients create from a
 	// template ("": gvisor); E2B's API has no field for it.
 	E2BRuntime string
