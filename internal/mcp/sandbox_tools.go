@@ -41,7 +41,7 @@ type VolumeInput struct {
 type HeaderInput struct {
 	Secret   string `json:"secret" jsonschema:"the stored secret's name"`
 	Key      string `json:"key" jsonschema:"the key within the secret whose value is used"`
-	Host     string `json:"host" jsonschema:"the host whose requests get the header (e.g. api.example.com)"`
+	Host     string `json:"host" jsonschema:"the host whose TLS requests get the header (e.g. api.example.com; port 443, the ordinary methods; never plain HTTP)"`
 	Header   string `json:"header" jsonschema:"the header's name (e.g. Authorization)"`
 	Template string `json:"template,omitempty" jsonschema:"the header's value with {value} for the secret (default {value}), e.g. Bearer {value}"`
 }

@@ -467,6 +467,9 @@ export declare class Volume {
 }
 
 /** An egress header rule: requests to host get header set from a secret's key. */
+/** An egress header rule: TLS requests to host (port 443; GET, HEAD, POST,
+ * PUT, PATCH, DELETE, OPTIONS; never plain HTTP, never TRACE) get header set
+ * from the secret's key. */
 export interface SecretHeader {
   secret: string;
   key: string;

@@ -80,9 +80,10 @@ class Secret:
 
     def header(self, key: str, host: str, header: str = "Authorization",
                template: Optional[str] = None) -> Dict[str, str]:
-        """An egress header rule for ``Sandbox.create(secret_headers=[...])``: requests
-        to ``host`` get ``header`` set to ``template`` with "{value}" replaced by
-        this secret's ``key`` (default template: the value alone)."""
+        """An egress header rule for ``Sandbox.create(secret_headers=[...])``: TLS
+        requests to ``host`` (port 443; GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS;
+        never plain HTTP, never TRACE) get ``header`` set to ``template`` with
+        "{value}" replaced by this secret's ``key`` (default template: the value alone)."""
         rule = {"secret": self.name, "key": key, "host": host, "header": header}
         if template:
             rule["template"] = template

@@ -95,8 +95,10 @@ export class Secret {
 
   /**
    * An egress header rule for Sandbox.create({secretHeaders: [...]}):
-   * requests to host get header (default Authorization) set to template
-   * with "{value}" replaced by this secret's key (default: the value alone).
+   * TLS requests to host (port 443; GET, HEAD, POST, PUT, PATCH, DELETE,
+   * OPTIONS; never plain HTTP, never TRACE) get header (default
+   * Authorization) set to template with "{value}" replaced by this secret's
+   * key (default: the value alone).
    * @param {string} key
    * @param {string} host
    * @param {{header?: string, template?: string}} [opts]
