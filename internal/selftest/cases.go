@@ -38,6 +38,7 @@ var cases = []aCase{
 	{name: "leak/files-at-rest", run: leakFilesAtRest},
 	{name: "leak/console-origin", run: leakConsoleOrigin},
 	{name: "leak/signed-url-forever", run: leakSignedForever},
+	{name: "leak/secret-header-trace", run: leakSecretTrace},
 	{name: "exhaust/output", run: exhaustOutput},
 	{name: "exhaust/inodes-fds", run: exhaustInodesFDs},
 	{name: "exhaust/disk", run: exhaustDisk},
