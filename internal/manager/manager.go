@@ -145,9 +145,6 @@ type Manager struct {
 
 	mu      sync.Mutex
 	handles map[string]*handle.Handle // live sandboxes, by id
-	// enders are the callers that asked for a sandbox's end, by id, for
-	// its audit entry (audit.go).
-	enders sync.Map
 	// creatingNames holds the names of creates in flight (reserveName).
 	creatingNames map[string]bool
 
