@@ -31,6 +31,19 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+// From is what was written from offset on.
+func (l *lockedBuffer) From(offset int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b.Bytes()[offset:])
+}
+
 func randomValue(prefix string) string {
 	b := make([]byte, 12)
 	rand.Read(b)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -40,7 +39,7 @@ import (
 func TestTrailFlood(t *testing.T) {
 	w := newWorld(t)
 	up := slowUpstream(t, w.inetNS)
-	var log syncBuffer
+	var log lockedBuffer
 	d := startDaemonTee(t, &log, "--dns-upstream", up.addr)
 
 	t.Run("dns flood and a metadata probe", func(t *testing.T) { dnsFlood(t, d, up) })
@@ -128,7 +127,7 @@ func portFlood(t *testing.T, d *daemon) {
 // slowFlood: 10 s of names the upstream never answers, 50 a second: every
 // forward fails after the resolver's timeout, and the daemon's log names
 // the sandbox within its log budget.
-func slowFlood(t *testing.T, d *daemon, log *syncBuffer) {
+func slowFlood(t *testing.T, d *daemon, log *lockedBuffer) {
 	id := d.create()
 	d.mustCLI("fs", "put", id, "testdata/dns_flood.py", "/srv/flood.py")
 	mark := log.Len()
@@ -322,30 +321,4 @@ func slowUpstream(t *testing.T, ns string) *fakeUpstream {
 	go srv.ActivateAndServe()
 	t.Cleanup(func() { srv.Shutdown() })
 	return up
-}
-
-// syncBuffer is a buffer the daemon's output goes to while the test
-// reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
-
-// From is what was written from offset on.
-func (b *syncBuffer) From(offset int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf.Bytes()[offset:])
 }
