@@ -78,6 +78,7 @@ func newServeCmd() *cobra.Command {
 	f.StringArrayVar(&caCerts, "ca-cert", nil, "a PEM file of CA certificates every sandbox and image build trusts beyond its image's (repeatable)")
 	f.StringVar(&cfg.SecretUpstreamCA, "secret-upstream-ca", "", "a PEM file of CAs trusted, beside the system's, for the real certificates of hosts that --secret-header rules inject into")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
+	f.StringVar(&cfg.ReadyFile, "ready-file", "", "once serving, write the bound addresses (JSON: listen, envd_listen, ports_listen, ports_domain, metrics_listen, pid) to this file: how a caller that gave port 0 learns the port")
 	f.StringVar(&cfg.EnvdListen, "envd-listen", "127.0.0.1:49983", "address of the E2B envd face (E2B clients' E2B_SANDBOX_URL); empty: off")
 	f.StringVar(&cfg.PortsListen, "ports-listen", "127.0.0.1:7071", "address of the ports origin: exposed ports for browsers, each at <port>-<id>.<--ports-domain>, never on the API's (the console's) origin; empty: off, and browsers are refused exposed ports")
 	f.StringVar(&cfg.PortsDomain, "ports-domain", "", "domain, with the port browsers reach --ports-listen on unless the scheme's, under which each exposed port gets the host <port>-<id>.<domain> (a wildcard DNS name to this host; default localhost:<--ports-listen's port>)")

@@ -139,6 +139,10 @@ type Config struct {
 	// Cluster, when its DB is set, makes this daemon a node of a cluster
 	// (cluster.go).
 	Cluster node.Config
+	// ReadyFile, when set, is written once the daemon serves: the bound
+	// addresses as JSON (Ready), so that a caller that gave port 0 learns
+	// the ports, and knows the daemon is up.
+	ReadyFile string
 
 	// logBudget holds the log lines that name a sandbox to its budget
 	// (defaults wraps Logger in it).
@@ -157,6 +161,11 @@ func metricsInterval(d time.Duration) time.Duration {
 // Run serves until ctx ends. Sandboxes keep running after it returns; the
 // next daemon on the same state dir adopts them.
 func Run(ctx context.Context, cfg Config) error {
+	lns, err := listen(&cfg)
+	if err != nil {
+		return err
+	}
+	defer lns.close()
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
@@ -303,7 +312,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if nd != nil {
 		h = nd.Handler(h)
 	}
-	return serve(ctx, cfg, nodeTLS, h, envdFace, portsFace, metricsFace(cfg, tel))
+	return serve(ctx, cfg, lns, nodeTLS, h, envdFace, portsFace, metricsFace(cfg, tel))
 }
 
 // handler is the API listener's: the native API, E2B's control API under
@@ -400,50 +409,37 @@ func (cfg *Config) defaults() error {
 // E2B envd face on cfg.EnvdListen, until ctx ends or either fails. A
 // cluster node serves both over TLS only (nodeTLS; the metrics listener
 // stays plain HTTP).
-func serve(ctx context.Context, cfg Config, nodeTLS *tls.Config, h, envdFace, portsFace, metricsFace http.Handler) error {
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
-	}
-	ln = tlsListener(ln, nodeTLS)
+func serve(ctx context.Context, cfg Config, l *listeners, nodeTLS *tls.Config, h, envdFace, portsFace, metricsFace http.Handler) error {
 	srvs := []*http.Server{newServer(h)}
-	lns := []net.Listener{ln}
+	lns := []net.Listener{tlsListener(l.api, nodeTLS)}
 	if envdFace != nil {
-		eln, err := net.Listen("tcp", cfg.EnvdListen)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("listening on %s (--envd-listen): %w", cfg.EnvdListen, err)
-		}
-		srvs, lns = append(srvs, newServer(envdFace)), append(lns, tlsListener(eln, nodeTLS))
-		cfg.Logger.Info("corral envd face serving", "listen", eln.Addr().String())
+		srvs, lns = append(srvs, newServer(envdFace)), append(lns, tlsListener(l.envd, nodeTLS))
+		cfg.Logger.Info("corral envd face serving", "listen", cfg.EnvdListen)
 	}
 	if portsFace != nil {
-		pln, err := net.Listen("tcp", cfg.PortsListen)
-		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			return fmt.Errorf("listening on %s (--ports-listen): %w", cfg.PortsListen, err)
-		}
-		srvs, lns = append(srvs, newServer(portsFace)), append(lns, tlsListener(pln, nodeTLS))
-		cfg.Logger.Info("corral ports origin serving", "listen", pln.Addr().String(), "domain", cfg.PortsDomain)
+		srvs, lns = append(srvs, newServer(portsFace)), append(lns, tlsListener(l.ports, nodeTLS))
+		cfg.Logger.Info("corral ports origin serving", "listen", cfg.PortsListen, "domain", cfg.PortsDomain)
+	} else if l.ports != nil {
+		l.ports.Close() // a cluster node serves no ports origin
+		cfg.PortsListen, cfg.PortsDomain = "", ""
 	}
 	if metricsFace != nil {
-		mln, err := net.Listen("tcp", cfg.MetricsListen)
-		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			return fmt.Errorf("listening on %s (--metrics-listen): %w", cfg.MetricsListen, err)
-		}
-		srvs, lns = append(srvs, newServer(metricsFace)), append(lns, mln)
-		cfg.Logger.Info("corral metrics serving", "listen", mln.Addr().String())
+		srvs, lns = append(srvs, newServer(metricsFace)), append(lns, l.metrics)
+		cfg.Logger.Info("corral metrics serving", "listen", cfg.MetricsListen)
 	}
 	errc := make(chan error, len(srvs))
 	for i, srv := range srvs {
 		go func() { errc <- srv.Serve(lns[i]) }()
 	}
-	cfg.Logger.Info("corral daemon serving", "listen", ln.Addr().String(), "state_dir", cfg.StateDir, "version", cfg.Version)
+	cfg.Logger.Info("corral daemon serving", "listen", cfg.Listen, "state_dir", cfg.StateDir, "version", cfg.Version)
+	if cfg.ReadyFile != "" {
+		if err := writeReady(cfg.ReadyFile, cfg); err != nil {
+			for _, srv := range srvs {
+				srv.Close()
+			}
+			return err
+		}
+	}
 	select {
 	case err := <-errc:
 		for _, srv := range srvs {

@@ -1,0 +1,110 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// listeners are the daemon's listening sockets. They are bound before
+// anything else starts, so that an address given with port 0 has its
+// real port for what needs it (the ports origin's default domain, the
+// ready file) and a daemon that cannot bind fails before it touches its
+// state. Connections that come before the servers start wait in the
+// kernel's backlog.
+type listeners struct {
+	api, envd, ports, metrics net.Listener
+}
+
+// listen binds every listener cfg names; an address given with port 0
+// gets the bound port (its host stays as given: a name there is what the
+// console is opened under).
+func listen(cfg *Config) (*listeners, error) {
+	if cfg.Listen == "" {
+		return nil, fmt.Errorf("--listen is required (the API's address)")
+	}
+	if cfg.PortsListen != "" && cfg.PortsListen == cfg.Listen {
+		return nil, fmt.Errorf("--ports-listen %q is the API's --listen: exposed ports must never share the API's (and the console's) origin", cfg.PortsListen)
+	}
+	l := &listeners{}
+	for _, b := range []struct {
+		addr *string
+		ln   *net.Listener
+		flag string
+	}{
+		{&cfg.Listen, &l.api, "--listen"},
+		{&cfg.EnvdListen, &l.envd, "--envd-listen"},
+		{&cfg.PortsListen, &l.ports, "--ports-listen"},
+		{&cfg.MetricsListen, &l.metrics, "--metrics-listen"},
+	} {
+		if *b.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", *b.addr)
+		if err != nil {
+			l.close()
+			return nil, fmt.Errorf("listening on %s (%s): %w", *b.addr, b.flag, err)
+		}
+		*b.ln, *b.addr = ln, boundPort(*b.addr, ln.Addr())
+	}
+	return l, nil
+}
+
+// boundPort is addr with port 0 replaced by the port bound.
+func boundPort(addr string, bound net.Addr) string {
+	host, port, err := net.SplitHostPort(addr)
+	tcp, ok := bound.(*net.TCPAddr)
+	if err != nil || port != "0" || !ok {
+		return addr
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.api, l.envd, l.ports, l.metrics} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// Ready is what --ready-file holds once the daemon serves: the bound
+// addresses (a listener given port 0 has its real one) and the pid.
+type Ready struct {
+	Listen        string `json:"listen"`
+	EnvdListen    string `json:"envd_listen,omitempty"`
+	PortsListen   string `json:"ports_listen,omitempty"`
+	PortsDomain   string `json:"ports_domain,omitempty"`
+	MetricsListen string `json:"metrics_listen,omitempty"`
+	PID           int    `json:"pid"`
+}
+
+// writeReady writes cfg's bound addresses to path, whole or not at all (a
+// temporary file renamed into place), 0600.
+func writeReady(path string, cfg Config) error {
+	r := Ready{Listen: cfg.Listen, EnvdListen: cfg.EnvdListen, PortsListen: cfg.PortsListen, PortsDomain: cfg.PortsDomain,
+		MetricsListen: cfg.MetricsListen, PID: os.Getpid()}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ready-*")
+	if err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestListenPortZero: addresses given with port 0 get the bound port (the
+// ports origin's default domain follows it), named hosts stay as given,
+// and the ready file tells the bound addresses.
+func TestListenPortZero(t *testing.T) {
+	cfg := Config{Listen: "localhost:0", PortsListen: "127.0.0.1:0", EnvdListen: "127.0.0.1:0"}
+	l, err := listen(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	for _, a := range []string{cfg.Listen, cfg.PortsListen, cfg.EnvdListen} {
+		if strings.HasSuffix(a, ":0") {
+			t.Fatalf("%q still has port 0", a)
+		}
+	}
+	if !strings.HasPrefix(cfg.Listen, "localhost:") {
+		t.Errorf("--listen's host changed: %q", cfg.Listen)
+	}
+	if err := cfg.portsDefaults(); err != nil || cfg.PortsDomain != "localhost:"+cfg.PortsListen[strings.LastIndex(cfg.PortsListen, ":")+1:] {
+		t.Fatalf("ports domain %q: %v", cfg.PortsDomain, err)
+	}
+	path := filepath.Join(t.TempDir(), "ready.json")
+	if err := writeReady(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var r Ready
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &r); err != nil || r.Listen != cfg.Listen || r.PortsListen != cfg.PortsListen || r.PID != os.Getpid() {
+		t.Fatalf("ready file %s: %v", b, err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("ready file mode %v", fi.Mode())
+	}
+	c, err := net.Dial("tcp", r.PortsListen)
+	if err != nil {
+		t.Fatalf("the ports listener at %s: %v", r.PortsListen, err)
+	}
+	c.Close()
+}
+
+func TestListenRefuses(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, cfg := range []Config{
+		{},
+		{Listen: "127.0.0.1:7999", PortsListen: "127.0.0.1:7999"},
+		{Listen: "127.0.0.1:0", EnvdListen: busy.Addr().String()},
+	} {
+		if l, err := listen(&cfg); err == nil {
+			l.close()
+			t.Errorf("%+v: no error", cfg)
+		}
+	}
+}
