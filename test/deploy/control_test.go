@@ -90,19 +90,19 @@ func TestControlRunsAsTheManifestSays(t *testing.T) {
 		}
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	// The manifest's ports (8080, and the envd face's 49983, which an
+	// installed daemon may hold on loopback) become free loopback ones.
+	addr, envd := freeAddr(t), freeAddr(t)
 	var args []string
 	for _, a := range ct.Args {
 		for from, to := range remap {
 			a = strings.Replace(a, "="+from+"/", "="+to+"/", 1)
 		}
-		if strings.HasPrefix(a, "--listen=") {
+		switch {
+		case strings.HasPrefix(a, "--listen="):
 			a = "--listen=" + addr
+		case strings.HasPrefix(a, "--envd-listen="):
+			a = "--envd-listen=" + envd
 		}
 		args = append(args, a)
 	}
@@ -168,4 +168,15 @@ func TestControlRunsAsTheManifestSays(t *testing.T) {
 	if code, err := get("/v1/cluster/nodes", ""); err != nil || code != 401 {
 		t.Errorf("GET /v1/cluster/nodes without a token: %d %v, want 401", code, err)
 	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
