@@ -166,6 +166,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer lns.close()
+	lns.nodeURLs(&cfg.Cluster)
 	if err := cfg.defaults(); err != nil {
 		return err
 	}

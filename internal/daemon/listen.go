@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"net/url"
 	"path/filepath"
 	"strconv"
+
+	"corral/internal/cluster/node"
 )
 
 // listeners are the daemon's listening sockets. They are bound before
@@ -51,6 +54,23 @@ func listen(cfg *Config) (*listeners, error) {
 		*b.ln, *b.addr = ln, boundPort(*b.addr, ln.Addr())
 	}
 	return l, nil
+}
+
+// nodeURLs gives a cluster node's advertised URLs (--node-address, and
+// the envd face's) the bound ports where they say port 0.
+func (l *listeners) nodeURLs(c *node.Config) {
+	c.Address = urlBoundPort(c.Address, l.api)
+	c.EnvdAddress = urlBoundPort(c.EnvdAddress, l.envd)
+}
+
+// urlBoundPort is the URL u with port 0 replaced by ln's port.
+func urlBoundPort(u string, ln net.Listener) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Port() != "0" || ln == nil {
+		return u
+	}
+	p.Host = boundPort(p.Host, ln.Addr())
+	return p.String()
 }
 
 // boundPort is addr with port 0 replaced by the port bound.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"corral/internal/cluster/node"
 )
 
 // TestListenPortZero: addresses given with port 0 get the bound port (the
@@ -64,5 +66,24 @@ func TestListenRefuses(t *testing.T) {
 			l.close()
 			t.Errorf("%+v: no error", cfg)
 		}
+	}
+}
+
+func TestNodeURLsBoundPort(t *testing.T) {
+	cfg := Config{Listen: "127.0.0.1:0", EnvdListen: "127.0.0.1:0"}
+	l, err := listen(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	c := node.Config{Address: "https://127.0.0.1:0", EnvdAddress: "https://node.example:0"}
+	l.nodeURLs(&c)
+	if c.Address != "https://"+cfg.Listen || c.EnvdAddress != "https://node.example:"+cfg.EnvdListen[strings.LastIndex(cfg.EnvdListen, ":")+1:] {
+		t.Fatalf("%+v (listening on %s and %s)", c, cfg.Listen, cfg.EnvdListen)
+	}
+	fixed := node.Config{Address: "https://10.0.0.1:7070"}
+	l.nodeURLs(&fixed)
+	if fixed.Address != "https://10.0.0.1:7070" {
+		t.Errorf("a fixed port changed: %s", fixed.Address)
 	}
 }
