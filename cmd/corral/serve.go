@@ -63,7 +63,7 @@ func newServeCmd() *cobra.Command {
 				if cmd.Flags().Changed("envd-listen") {
 					envd = cfg.EnvdListen
 				}
-				return runControl(ctx, cluster, cfg.Listen, envd, cfg.E2BRuntime, cfg.MCPMaxTimeout, cfg.Logger)
+				return runControl(ctx, cluster, cfg.Listen, envd, cfg.E2BRuntime, cfg.ReadyFile, cfg.MCPMaxTimeout, cfg.Logger)
 			}
 			cfg.AuditOff = !auditOn
 			if cfg.CACerts, err = readCACerts(caCerts); err != nil {

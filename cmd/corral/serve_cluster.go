@@ -162,7 +162,8 @@ func nodeEnvdAddress(flag, apiAddr, envdListen string) (string, error) {
 
 // runControl runs a control plane; envdListen ("": none) serves its
 // envd face, which passes each request on to the sandbox's node.
-func runControl(ctx context.Context, c clusterFlags, listen, envdListen, e2bRuntime string, mcpMaxTimeout time.Duration, log *slog.Logger) error {
+func runControl(ctx context.Context, c clusterFlags, listen, envdListen, e2bRuntime, readyFile string, mcpMaxTimeout time.Duration, log *slog.Logger) error {
 	return control.Run(ctx, control.Config{Listen: listen, EnvdListen: envdListen, E2BRuntime: e2bRuntime, DB: c.db, TokenFile: c.tokenFile,
-		JoinTokenFile: c.joinTokenFile, LostAfter: c.lostAfter, MCPMaxTimeout: mcpMaxTimeout, ClusterCA: c.clusterCA, Version: version, Log: log})
+		JoinTokenFile: c.joinTokenFile, LostAfter: c.lostAfter, MCPMaxTimeout: mcpMaxTimeout, ClusterCA: c.clusterCA, Version: version, Log: log,
+		ReadyFile: readyFile})
 }

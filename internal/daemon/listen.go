@@ -1,15 +1,14 @@
 package daemon
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"net/url"
-	"path/filepath"
+	"os"
 	"strconv"
 
 	"corral/internal/cluster/node"
+	"corral/internal/readyfile"
 )
 
 // listeners are the daemon's listening sockets. They are bound before
@@ -102,29 +101,8 @@ type Ready struct {
 	PID           int    `json:"pid"`
 }
 
-// writeReady writes cfg's bound addresses to path, whole or not at all (a
-// temporary file renamed into place), 0600.
+// writeReady writes cfg's bound addresses to path (readyfile).
 func writeReady(path string, cfg Config) error {
-	r := Ready{Listen: cfg.Listen, EnvdListen: cfg.EnvdListen, PortsListen: cfg.PortsListen, PortsDomain: cfg.PortsDomain,
-		MetricsListen: cfg.MetricsListen, PID: os.Getpid()}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ready-*")
-	if err != nil {
-		return fmt.Errorf("--ready-file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("--ready-file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("--ready-file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("--ready-file: %w", err)
-	}
-	return nil
+	return readyfile.Write(path, Ready{Listen: cfg.Listen, EnvdListen: cfg.EnvdListen, PortsListen: cfg.PortsListen,
+		PortsDomain: cfg.PortsDomain, MetricsListen: cfg.MetricsListen, PID: os.Getpid()})
 }

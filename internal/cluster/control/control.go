@@ -28,6 +28,7 @@ import (
 	"corral/internal/cluster/nodeauth"
 	"corral/internal/cluster/nodetls"
 	"corral/internal/cluster/store"
+	"corral/internal/readyfile"
 	"corral/internal/reqid"
 	"corral/internal/sandbox"
 )
@@ -57,6 +58,9 @@ type Config struct {
 	roots     *x509.CertPool // ClusterCA's, read by Run
 	Version   string
 	Log       *slog.Logger
+	// ReadyFile, when set, is written once the control plane serves: its
+	// bound addresses (listen, envd_listen) and pid as JSON.
+	ReadyFile string
 }
 
 // Run serves until ctx ends.
@@ -117,7 +121,12 @@ func Run(ctx context.Context, cfg Config) error {
 		go func() { errc <- srv.Serve(lns[i]) }()
 	}
 	cfg.Log.Info("corral control plane serving", "listen", ln.Addr().String(), "version", cfg.Version)
-	err = nil
+	if err = writeReady(cfg.ReadyFile, ln, eln); err != nil {
+		for _, srv := range srvs {
+			srv.Close()
+		}
+		return err
+	}
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -130,6 +139,22 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	return err
+}
+
+// writeReady writes the bound addresses to path ("": nothing).
+func writeReady(path string, ln, eln net.Listener) error {
+	if path == "" {
+		return nil
+	}
+	r := struct {
+		Listen     string `json:"listen"`
+		EnvdListen string `json:"envd_listen,omitempty"`
+		PID        int    `json:"pid"`
+	}{Listen: ln.Addr().String(), PID: os.Getpid()}
+	if eln != nil {
+		r.EnvdListen = eln.Addr().String()
+	}
+	return readyfile.Write(path, r)
 }
 
 func readToken(path string) (string, error) {
