@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -191,15 +193,42 @@ func TestGoroutinesEnd(t *testing.T) {
 // when they do not.
 func waitForGoroutines(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > n {
-		if time.Now().After(deadline) {
+	waited := false
+	defer func() {
+		if !waited { // waitFor failed the test
 			var buf bytes.Buffer
 			_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-			t.Fatalf("%d goroutines still running; want at most %d:\n%s", runtime.NumGoroutine(), n, buf.String())
+			t.Logf("%d goroutines still running:\n%s", runtime.NumGoroutine(), buf.String())
 		}
-		time.Sleep(20 * time.Millisecond)
+	}()
+	waitFor(t, fmt.Sprintf("at most %d goroutines", n), func() bool { return runtime.NumGoroutine() <= n })
+	waited = true
+}
+
+// signalsPending reports whether any of sigs was sent to this process and
+// not yet delivered to one of its threads (ShdPnd in /proc/self/status).
+func signalsPending(t *testing.T, sigs []unix.Signal) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
 	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "ShdPnd:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatalf("ShdPnd in /proc/self/status: %v", err)
+			}
+			for _, sig := range sigs {
+				if mask&(1<<(sig-1)) != 0 {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	t.Fatal("no ShdPnd in /proc/self/status")
+	return false
 }
 
 type zeros struct{}
@@ -293,12 +322,13 @@ func TestMainServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stray signals, which would end a Go program, are absorbed.
-	for _, sig := range []unix.Signal{unix.SIGHUP, unix.SIGUSR1, unix.SIGPIPE, unix.SIGALRM} {
+	stray := []unix.Signal{unix.SIGHUP, unix.SIGUSR1, unix.SIGPIPE, unix.SIGALRM}
+	for _, sig := range stray {
 		if err := unix.Kill(os.Getpid(), sig); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the stray signals to be delivered", func() bool { return !signalsPending(t, stray) })
 	if err := c.Health(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -83,16 +83,20 @@ func TestWatchRecursive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The new directory is followed: what is made in it now is seen.
-	waitFor(t, "new/sub to be created", func() bool { _, err := os.Stat(filepath.Join(w, "new", "sub")); return err == nil })
-	time.Sleep(100 * time.Millisecond)
+	// The new directory is followed: what is made in it now is seen. The
+	// watcher handles the kernel's events in order, so once it reports a
+	// file made after new/sub, it watches new/sub.
+	if err := os.WriteFile(filepath.Join(w, "marker"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evs := collectWatch(t, s, func(evs []agentapi.WatchEvent) bool { return has(evs, agentapi.WatchCreate, "marker") })
 	if err := os.WriteFile(filepath.Join(w, "new", "sub", "late"), []byte("y"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(w, "g")); err != nil {
 		t.Fatal(err)
 	}
-	evs := collectWatch(t, s, func(evs []agentapi.WatchEvent) bool { return has(evs, agentapi.WatchRemove, "g") })
+	evs = append(evs, collectWatch(t, s, func(evs []agentapi.WatchEvent) bool { return has(evs, agentapi.WatchRemove, "g") })...)
 	for _, want := range [][2]string{
 		{agentapi.WatchCreate, "f"}, {agentapi.WatchWrite, "f"}, {agentapi.WatchChmod, "f"},
 		{agentapi.WatchRename, "f"}, {agentapi.WatchCreate, "g"}, {agentapi.WatchCreate, "old/deep"},

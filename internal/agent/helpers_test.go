@@ -149,15 +149,17 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// waitFor polls cond for up to 10 seconds.
+// waitFor polls cond, first after 10 ms and then less often (at most every
+// 250 ms), and fails the test if it does not hold within 10 seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
+	const timeout = 10 * time.Second
+	deadline := time.Now().Add(timeout)
+	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(wait)
 	}
 }
 

@@ -315,7 +315,7 @@ func TestDrainAfterExitWithSlowReader(t *testing.T) {
 		w.Close()
 	}()
 	go p.supervise([]*os.File{r}, []string{agentapi.EventStdout}, func(*process) {})
-	time.Sleep(3 * drainGrace)
+	time.Sleep(3 * drainGrace) // the reader stalls past the grace: time itself must pass
 	n := 0
 	for ev := range sub.ch {
 		n += len(ev.Data)
@@ -397,11 +397,21 @@ func TestProcessOutlivesStream(t *testing.T) {
 	env := newEnv(t, "")
 	ctx := testCtx(t)
 	s, pid := env.startPID(t, agentapi.StartRequest{Args: []string{"sleep", "100"}})
+	p, err := env.srv.procs.getRunning(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
 	c2 := env.dial(t)
 	defer c2.Close()
 	env.c.Close()
-	time.Sleep(100 * time.Millisecond)
+	// The stream's handler detaches last, after anything it does on the
+	// way out.
+	waitFor(t, "the stream to detach", func() bool {
+		p.out.mu.Lock()
+		defer p.out.mu.Unlock()
+		return len(p.out.subs) == 0
+	})
 	if !alive(pid) {
 		t.Fatal("closing the stream and the connection killed the process")
 	}
@@ -505,7 +515,10 @@ func TestStalledReaderDoesNotBlockOthers(t *testing.T) {
 	// pipe fill up, and the process blocks. Nothing else may.
 	stalled, pid := env.startPID(t, agentapi.StartRequest{Args: []string{"cat", "/dev/zero"}})
 	defer stalled.Close()
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "cat to block on its full pipe", func() bool {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
+		return strings.Contains(string(b), "pipe_write")
+	})
 	for i := range 5 {
 		res := env.run(t, agentapi.StartRequest{Args: []string{"echo", "free"}})
 		if res.stdout.String() != "free\n" {
