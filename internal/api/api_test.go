@@ -115,6 +115,19 @@ func (e *apiEnv) run(id string, req apiv1.ExecRequest) (string, int) {
 	return out.String(), res.ExitCode
 }
 
+// waitFor polls cond, first after 10 ms and then less often (at most every
+// 250 ms), and fails the test if it does not hold within timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(wait)
+	}
+}
+
 // raw sends a request with the test token and returns status and body.
 func (e *apiEnv) raw(method, path, body string) (int, string) {
 	e.t.Helper()
@@ -300,12 +313,10 @@ func TestAPIWarmPoolStats(t *testing.T) {
 	ctx := context.Background()
 	waitReady := func() {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if v, err := e.c.Version(ctx); err == nil && v.WarmPool != nil && v.WarmPool.Ready == 1 {
-				return
-			}
-		}
-		t.Fatal("the pool did not fill")
+		waitFor(t, 10*time.Second, "the warm pool to fill", func() bool {
+			v, err := e.c.Version(ctx)
+			return err == nil && v.WarmPool != nil && v.WarmPool.Ready == 1
+		})
 	}
 	waitReady()
 	warm := e.create(apiv1.CreateSandboxRequest{})

@@ -136,19 +136,13 @@ func TestAPIPTY(t *testing.T) {
 		t.Fatalf("processes with the socket open: %+v %v", ps, err)
 	}
 	sl.CloseNow()
-	for {
+	waitFor(t, 10*time.Second, "the closed terminal's process to end", func() bool {
 		ps, err := e.c.Processes(ctx, sb.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ps) == 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the closed terminal's process lives on: %+v", ps)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition
-	}
+		return len(ps) == 0
+	})
 	// A text frame that is not a resize ends the session, saying why.
 	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
 	if err != nil {
