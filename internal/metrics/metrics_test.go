@@ -54,7 +54,7 @@ func TestRounds(t *testing.T) {
 	s := New(Config{Interval: time.Hour, Targets: func() []Target { return targets }})
 	ctx := context.Background()
 	s.Round(ctx)
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // a CPU rate needs time between the two readings
 	s.Round(ctx)
 	if l, ok := s.Latest("run"); !ok || l.MemoryUsed != 7 || l.CPUPercent <= 0 {
 		t.Fatalf("after two rounds: %+v %v", l, ok)

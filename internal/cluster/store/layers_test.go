@@ -44,7 +44,7 @@ func TestLayerLocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	// n2 falls silent and is marked lost: its layers are out of reach.
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond) // n2's heartbeat ages past MarkLost's second
 	if _, err := s.Heartbeat(ctx, testNode("n1", 4096), nil, time.Minute); err != nil {
 		t.Fatal(err)
 	}
