@@ -126,6 +126,19 @@ func (e *env) info(id string) sandboxDetail {
 
 // wantError checks an answer is E2B's error shape with status and a
 // message containing want.
+// waitFor polls cond, first after 10 ms and then less often (at most every
+// 250 ms), and fails the test if it does not hold within timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(wait)
+	}
+}
+
 func wantError(t *testing.T, st int, b []byte, status int, want string) {
 	t.Helper()
 	var e apiError
@@ -311,39 +324,25 @@ func TestTimeoutAndConnect(t *testing.T) {
 	if st, _, b := e.do("POST", "/sandboxes/"+id+"/timeout", testKey, `{"timeout":1}`); st != http.StatusNoContent {
 		t.Fatalf("timeout: %d %s", st, b)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, _, b := e.do("GET", "/sandboxes/"+id, testKey, "")
-		if st == 404 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox still there after its timeout: %d %s", st, b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFor(t, 20*time.Second, "the sandbox to end at its timeout", func() bool {
+		st, _, _ := e.do("GET", "/sandboxes/"+id, testKey, "")
+		return st == 404
+	})
 }
 
 func TestMetrics(t *testing.T) {
 	e := newEnv(t)
 	id := e.create(`{"templateID":"base"}`)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var ms []metric
+	waitFor(t, 10*time.Second, "a metrics sample", func() bool {
 		st, _, b := e.do("GET", "/sandboxes/"+id+"/metrics", testKey, "")
-		var ms []metric
 		if err := json.Unmarshal(b, &ms); st != 200 || err != nil {
 			t.Fatalf("metrics: %d %s", st, b)
 		}
-		if len(ms) > 0 {
-			if ms[0].CPUCount < 1 || ms[0].Timestamp == "" {
-				t.Fatalf("sample %+v", ms[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no samples")
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(ms) > 0
+	})
+	if ms[0].CPUCount < 1 || ms[0].Timestamp == "" {
+		t.Fatalf("sample %+v", ms[0])
 	}
 	st, _, b := e.do("GET", "/sandboxes/metrics?sandbox_ids="+id+",sb-aaaaaaaaaaaaaaaa", testKey, "")
 	var many sandboxesWithMetrics
