@@ -69,8 +69,7 @@ func TestAgentReconnected(t *testing.T) {
 	e := newEnv(t)
 	sb := e.create(sandbox.Spec{})
 	e.rt.Drop(sb.ID)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, 10*time.Second, "an agent_reconnected event saying when the agent was last seen", func() bool {
 		evs, err := e.m.Events(context.Background(), sb.ID, 0, 100)
 		if err != nil {
 			t.Fatal(err)
@@ -79,14 +78,8 @@ func TestAgentReconnected(t *testing.T) {
 		for _, ev := range evs {
 			found = found || ev.Kind == "agent_reconnected" && ev.Fields["seen"] != ""
 		}
-		if found {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no agent_reconnected event in %v", evs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return found
+	})
 	if out, code := e.run(sb.ID, "echo", "ok"); out != "ok\n" || code != 0 {
 		t.Fatalf("exec after the reconnect: %q %d", out, code)
 	}

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -33,23 +34,18 @@ func (e *env) poolReady(n int) []string { return e.poolNReady(0, n) }
 // poolNReady waits until pool i holds n ready sandboxes.
 func (e *env) poolNReady(i, n int) []string {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	p := e.m.pools[i]
-	for time.Now().Before(deadline) {
+	var ids []string
+	waitFor(e.t, 20*time.Second, fmt.Sprintf("warm pool %d to hold %d ready sandboxes", i, n), func() bool {
 		p.mu.Lock()
-		var ids []string
+		defer p.mu.Unlock()
+		ids = ids[:0]
 		for _, l := range p.ready {
 			ids = append(ids, l.ID())
 		}
-		filling := p.filling
-		p.mu.Unlock()
-		if len(ids) == n && filling == 0 {
-			return ids
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("the warm pool did not reach %d sandboxes", n)
-	return nil
+		return len(ids) == n && p.filling == 0
+	})
+	return ids
 }
 
 func TestWarmPool(t *testing.T) {

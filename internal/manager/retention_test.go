@@ -74,25 +74,16 @@ func TestRetentionRunsInTheBackground(t *testing.T) {
 	if _, err := e.m.Terminate(ctx, sb.ID, sandbox.EndTerminated, nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, 10*time.Second, "the ended sandbox's record to be pruned", func() bool {
 		_, err := e.m.Get(ctx, sb.ID)
-		if errors.Is(err, errdefs.ErrNotFound) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the record is still there 10 s after its end: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.Is(err, errdefs.ErrNotFound)
+	})
 }
 
 func waitForLog(t *testing.T, p string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if fi, err := os.Stat(p); err == nil && fi.Size() > 0 {
-			return
-		}
-	}
-	t.Fatalf("no log at %s", p)
+	waitFor(t, 10*time.Second, "a log at "+p, func() bool {
+		fi, err := os.Stat(p)
+		return err == nil && fi.Size() > 0
+	})
 }

@@ -50,7 +50,7 @@ func TestUpdateLifetime(t *testing.T) {
 	if _, err := e.m.Update(ctx, short.ID, Update{Timeout: dur(time.Hour), ExtendOnly: true}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the spec's timeout passes
 	if rec, err := e.m.Get(ctx, short.ID); err != nil || rec.State != sandbox.Running {
 		t.Fatalf("an extended sandbox after its spec's timeout: %+v, %v", rec, err)
 	}
@@ -76,7 +76,7 @@ func TestUpdateLifetimeSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.m.Close()
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond) // the shortened lifetime ends while the daemon is down
 	e.m = e.open()
 	rec, err := e.m.Get(ctx, long.ID)
 	if err != nil || rec.State != sandbox.Running || time.Until(rec.ExpiresAt()) < 50*time.Minute {

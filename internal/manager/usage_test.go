@@ -22,7 +22,6 @@ func TestUsageSettled(t *testing.T) {
 	if err != nil || !live.Live || live.Totals.CPUSeconds <= 0 || live.Totals.MemoryPeakBytes == 0 || !live.EndedAt.IsZero() {
 		t.Fatalf("live usage: %+v, %v", live, err)
 	}
-	time.Sleep(20 * time.Millisecond)
 	if _, err := e.m.Terminate(ctx, sb.ID, sandbox.EndTerminated, nil); err != nil {
 		t.Fatal(err)
 	}
