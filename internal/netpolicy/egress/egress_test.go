@@ -106,23 +106,37 @@ func newFixture(t *testing.T, backend string, mod func(*Config)) *fixture {
 	return f
 }
 
-// originalDst waits for the test to say where the connection was going.
+// originalDst waits for the test to say where the connection was going
+// (setDst).
 func (f *fixture) originalDst(c *net.TCPConn) (netip.AddrPort, error) {
 	port := addrPortOf(c.RemoteAddr()).Port()
+	timedOut := false
+	timer := time.AfterFunc(5*time.Second, func() {
+		f.mu.Lock()
+		timedOut = true
+		f.mu.Unlock()
+		f.cond.Broadcast()
+	})
+	defer timer.Stop()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if dst, ok := f.dsts[port]; ok {
 			return dst, nil
 		}
-		if time.Now().After(deadline) {
+		if timedOut {
 			return netip.AddrPort{}, errors.New("test gave no destination")
 		}
-		f.mu.Unlock()
-		time.Sleep(time.Millisecond)
-		f.mu.Lock()
+		f.cond.Wait()
 	}
+}
+
+// setDst says that the connection from local port port was going to dst.
+func (f *fixture) setDst(port uint16, dst string) {
+	f.mu.Lock()
+	f.dsts[port] = netip.MustParseAddrPort(dst)
+	f.mu.Unlock()
+	f.cond.Broadcast()
 }
 
 func (f *fixture) setPolicy(p policy.Policy) {
@@ -145,9 +159,7 @@ func (f *fixture) dialFrom(dst, src string) net.Conn {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { c.Close() })
-	f.mu.Lock()
-	f.dsts[addrPortOf(c.LocalAddr()).Port()] = netip.MustParseAddrPort(dst)
-	f.mu.Unlock()
+	f.setDst(addrPortOf(c.LocalAddr()).Port(), dst)
 	return c
 }
 
@@ -298,9 +310,7 @@ func TestPerSandboxLimit(t *testing.T) {
 	d0 := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}
 	second, err := d0.Dial("tcp", f.addr)
 	if err == nil {
-		f.mu.Lock()
-		f.dsts[addrPortOf(second.LocalAddr()).Port()] = netip.MustParseAddrPort("198.51.100.7:443")
-		f.mu.Unlock()
+		f.setDst(addrPortOf(second.LocalAddr()).Port(), "198.51.100.7:443")
 		defer second.Close()
 	}
 	d := f.decision()
@@ -315,14 +325,10 @@ func TestPerSandboxLimit(t *testing.T) {
 	}
 	first.Close()
 	// The slot frees once the first connection's splice ends.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if held, _ := f.proxy.shares.Held("sb-1"); held == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("slot never freed")
-		}
-	}
+	waitFor(t, 5*time.Second, "the first connection's slot to be freed", func() bool {
+		held, _ := f.proxy.shares.Held("sb-1")
+		return held == 0
+	})
 	c := f.dial("198.51.100.7:443")
 	if d := f.decision(); !d.Allowed {
 		t.Fatalf("after the first closed: %+v", d)
@@ -425,7 +431,7 @@ func TestIdleTimeout(t *testing.T) {
 		if _, err := c.Read(make([]byte, 1)); err != nil {
 			t.Fatalf("active connection closed: %v", err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // half the idle timeout: the traffic must span it
 	}
 	// ...silence closes it.
 	start := time.Now()
@@ -442,7 +448,9 @@ func TestCloseEndsConnections(t *testing.T) {
 	f.decision()
 	f.setPolicy(policy.Policy{DomainAllowlist: []string{"allowed.test"}})
 	peeking := f.dial("198.51.100.7:443") // sends nothing: stuck in the peek
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, 5*time.Second, "the second connection to be stuck in the peek", func() bool {
+		return strings.Contains(allStacks(), "egress.peekName")
+	})
 	done := make(chan struct{})
 	go func() { f.proxy.Close(); close(done) }()
 	select {
@@ -593,13 +601,35 @@ func raw(s string) func(net.Conn) (string, error) {
 func checkNoLeaks(t *testing.T) {
 	t.Cleanup(func() {
 		var stacks string
-		for start := time.Now(); time.Since(start) < 3*time.Second; time.Sleep(10 * time.Millisecond) {
-			buf := make([]byte, 1<<20)
-			stacks = string(buf[:runtime.Stack(buf, true)])
-			if !strings.Contains(stacks, "egress.(*Proxy)") && !strings.Contains(stacks, "egress.pipe") {
-				return
+		ended := false
+		defer func() {
+			if !ended { // waitFor failed the test
+				t.Logf("goroutines left behind:\n%s", stacks)
 			}
-		}
-		t.Errorf("goroutines left behind:\n%s", stacks)
+		}()
+		waitFor(t, 3*time.Second, "the proxy's goroutines to end", func() bool {
+			stacks = allStacks()
+			return !strings.Contains(stacks, "egress.(*Proxy)") && !strings.Contains(stacks, "egress.pipe")
+		})
+		ended = true
 	})
+}
+
+// allStacks is the stack of every goroutine.
+func allStacks() string {
+	buf := make([]byte, 1<<20)
+	return string(buf[:runtime.Stack(buf, true)])
+}
+
+// waitFor polls cond, first after 10 ms and then less often (at most every
+// 250 ms), and fails the test if it does not hold within timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(wait)
+	}
 }
