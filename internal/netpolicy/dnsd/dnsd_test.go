@@ -25,6 +25,7 @@ import (
 type fakeUpstream struct {
 	addr    string
 	queries atomic.Int64
+	slow    chan struct{} // cap 1: a "slow." query arrived
 	udp     *dns.Server
 	tcp     *dns.Server
 }
@@ -46,11 +47,15 @@ var zone = map[string][]string{
 
 func startUpstream(t *testing.T) *fakeUpstream {
 	t.Helper()
-	u := &fakeUpstream{}
+	u := &fakeUpstream{slow: make(chan struct{}, 1)}
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		u.queries.Add(1)
 		q := r.Question[0]
 		if strings.HasPrefix(q.Name, "slow.") {
+			select {
+			case u.slow <- struct{}{}:
+			default:
+			}
 			return
 		}
 		m := new(dns.Msg)
@@ -90,6 +95,17 @@ func startUpstream(t *testing.T) *fakeUpstream {
 		u.tcp.Shutdown()
 	})
 	return u
+}
+
+// waitSlow waits until a "slow." query reaches the upstream.
+func (u *fakeUpstream) waitSlow(t *testing.T) {
+	t.Helper()
+	const timeout = 3 * time.Second
+	select {
+	case <-u.slow:
+	case <-time.After(timeout):
+		t.Fatalf("timed out after %s waiting for the slow query to reach the upstream", timeout)
+	}
 }
 
 // fixture is a Server on loopback for the sandbox "sb-1" at 127.0.0.1;
@@ -471,11 +487,7 @@ func TestInFlightBound(t *testing.T) {
 		slow <- r
 	}()
 	// Wait until the slow query holds the sandbox's only slot.
-	for start := time.Now(); up.queries.Load() == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Since(start) > 3*time.Second {
-			t.Fatal("slow query never reached the upstream")
-		}
-	}
+	up.waitSlow(t)
 	if r := f.query(t, "udp", "allowed.test.", dns.TypeA, nil); r.Rcode != dns.RcodeServerFailure {
 		t.Errorf("second query: %s, want SERVFAIL while the first holds the slot", dns.RcodeToString[r.Rcode])
 	}
@@ -518,11 +530,7 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer idle.Close()
-	for start := time.Now(); up.queries.Load() == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Since(start) > 3*time.Second {
-			t.Fatal("slow query never reached the upstream")
-		}
-	}
+	up.waitSlow(t)
 	done := make(chan struct{})
 	go func() { f.srv.Close(); close(done) }()
 	select {
@@ -576,15 +584,32 @@ func listenBoth(t *testing.T) (net.PacketConn, net.Listener) {
 func checkNoLeaks(t *testing.T) {
 	t.Cleanup(func() {
 		var stacks string
-		for start := time.Now(); time.Since(start) < 3*time.Second; time.Sleep(10 * time.Millisecond) {
+		ended := false
+		defer func() {
+			if !ended { // waitFor failed the test
+				t.Logf("goroutines left behind:\n%s", stacks)
+			}
+		}()
+		waitFor(t, 3*time.Second, "the server's goroutines to end", func() bool {
 			buf := make([]byte, 1<<20)
 			stacks = string(buf[:runtime.Stack(buf, true)])
-			if !strings.Contains(stacks, "dnsd.(*Server)") {
-				return
-			}
-		}
-		t.Errorf("goroutines left behind:\n%s", stacks)
+			return !strings.Contains(stacks, "dnsd.(*Server)")
+		})
+		ended = true
 	})
+}
+
+// waitFor polls cond, first after 10 ms and then less often (at most every
+// 250 ms), and fails the test if it does not hold within timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(wait)
+	}
 }
 
 // TestUpstreamRate: a sandbox's flood of names is forwarded upstream
