@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,18 +21,24 @@ import (
 	"corral/internal/netpolicy/policy"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // decisionLog records what Config.Decide receives.
 type decisionLog struct {
-	mu sync.Mutex
-	ds []policy.Decision
+	mu      sync.Mutex
+	ds      []policy.Decision
+	changed chan struct{} // closed by the next record; nil until wait wants it
 }
 
 func (l *decisionLog) record(d policy.Decision) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ds = append(l.ds, d)
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 }
 
 func (l *decisionLog) len() int {
@@ -55,19 +63,28 @@ func (l *decisionLog) of(id string, from int) []policy.Decision {
 // wait returns the first decision from index from on that equals want
 // (ignoring Time), waiting up to a few seconds for the reader.
 func (l *decisionLog) wait(from int, want policy.Decision) (policy.Decision, bool) {
-	deadline := time.Now().Add(3 * time.Second)
+	timeout := time.NewTimer(3 * time.Second)
+	defer timeout.Stop()
 	for {
-		for _, d := range l.of(want.SandboxID, from) {
+		l.mu.Lock()
+		for _, d := range l.ds[from:] {
 			got := d
 			got.Time = time.Time{}
 			if got == want && !d.Time.IsZero() {
+				l.mu.Unlock()
 				return d, true
 			}
 		}
-		if time.Now().After(deadline) {
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timeout.C:
 			return policy.Decision{}, false
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -127,6 +144,15 @@ func (e *testEnv) expectRefused(t *testing.T, s *sandbox, probes []denialProbe) 
 	}
 }
 
+// barrier makes a denied attempt from s and waits for its decision. The
+// kernel logs denials to the group in order and the reader decides them
+// in order, so every denial logged before it has been decided by then.
+// s's log limit must not be spent.
+func (e *testEnv) barrier(t *testing.T, s *sandbox) {
+	t.Helper()
+	e.expectRefused(t, s, []denialProbe{{"barrier", "tcp", netip.AddrPortFrom(internal, echoPort), DeniedInternal}})
+}
+
 // TestDenialDecisions: every attempt the address policy denies is refused
 // at once and reaches Decide with its destination and reason, in each
 // mode; allowed traffic produces no nftables decision.
@@ -155,9 +181,9 @@ func TestDenialDecisions(t *testing.T) {
 		if _, err := tcpHello(s.NetnsPath, ap(internet1, echoPort), time.Second); err != nil {
 			t.Fatalf("allowed connection: %v", err)
 		}
-		time.Sleep(200 * time.Millisecond)
-		if ds := e.decided.of(s.ID, from); len(ds) > 0 {
-			t.Errorf("allowed connection produced decisions %v", ds)
+		e.barrier(t, s)
+		if ds := e.decided.of(s.ID, from); len(ds) > 1 {
+			t.Errorf("allowed connection produced decisions %v", ds[:len(ds)-1])
 		}
 	})
 	steps := []struct {
@@ -221,13 +247,12 @@ func floodDenied(t *testing.T, ns string, dst netip.AddrPort, n int) time.Durati
 func (e *testEnv) waitCount(t *testing.T, id, reason string, want uint64) uint64 {
 	t.Helper()
 	var got uint64
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	waitFor(t, 3*time.Second, fmt.Sprintf("%s's %s counter to reach %d", id, reason, want), func() bool {
 		counts, err := e.net.DenialCounts(id)
 		must(t, err)
-		if got = counts[reason]; got >= want {
-			break
-		}
-	}
+		got = counts[reason]
+		return got >= want
+	})
 	return got
 }
 
@@ -237,6 +262,7 @@ func TestDenialFlood(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.world()
 	s := e.attach("sb-floodaaaaaaaaaaa", policy.Policy{})
+	quiet := e.attach("sb-quietaaaaaaaaaaa", policy.Policy{}) // its log limit stays unspent
 	const packets = 2000
 	before, err := e.net.DenialCounts(s.ID)
 	must(t, err)
@@ -246,7 +272,7 @@ func TestDenialFlood(t *testing.T) {
 	if got := e.waitCount(t, s.ID, DeniedInternal, want); got != want {
 		t.Errorf("internal counter %d, want %d", got, want)
 	}
-	time.Sleep(300 * time.Millisecond) // the reader drains the socket
+	e.barrier(t, quiet) // the reader has drained the flood's denials
 	got := len(e.decided.of(s.ID, from))
 	limit := LogRate + LogBurst + int(LogRate*elapsed.Seconds()) + 2
 	t.Logf("%d packets in %v: %d decisions (bound %d), %d lost", packets, elapsed, got, limit, e.net.LostDecisions())
@@ -254,7 +280,7 @@ func TestDenialFlood(t *testing.T) {
 		t.Errorf("%d decisions for %d denied packets in %v; want between %d and %d", got, packets, elapsed, LogBurst/2, limit)
 	}
 	// The bucket refills: a quiet second later the next attempt is logged.
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the limit's window must pass
 	from = e.decided.len()
 	probe := denialProbe{"tcp internal", "tcp", netip.AddrPortFrom(internal, echoPort), DeniedInternal}
 	e.expectRefused(t, s, []denialProbe{probe})
@@ -277,6 +303,8 @@ func TestNFLOGOverflow(t *testing.T) {
 	must(t, err)
 	defer r.close()
 	release := make(chan struct{})
+	unstall := sync.OnceFunc(func() { close(release) })
+	defer unstall() // before r.close, which waits for the reader
 	var once sync.Once
 	log := &decisionLog{}
 	r.start(e.net.resolveDenial, func(d policy.Decision) {
@@ -284,8 +312,8 @@ func TestNFLOGOverflow(t *testing.T) {
 		log.record(d)
 	})
 	floodDenied(t, s.NetnsPath, netip.AddrPortFrom(internal, echoPort), 500)
-	time.Sleep(100 * time.Millisecond)
-	close(release)
+	waitFor(t, 3*time.Second, "the stalled reader's socket to overflow", func() bool { return socketDrops(t, r) > 0 })
+	unstall()
 	time.Sleep(time.Second) // the limit's bucket refills
 	from := log.len()
 	probe := denialProbe{"tcp internal", "tcp", netip.AddrPortFrom(internal, echoPort), DeniedInternal}
@@ -318,13 +346,46 @@ func TestNFLOGClose(t *testing.T) {
 	if n := readerGoroutines(); n != 0 {
 		t.Errorf("%d reader goroutines after Close", n)
 	}
+	// The group is free: a reader of the test's own gets the next denial,
+	// and Decide nothing.
+	r, err := openNFLOG(e.cfg.LogGroup, nflogRcvBuf, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	must(t, err)
+	defer r.close()
+	log := &decisionLog{}
+	r.start(e.net.resolveDenial, log.record)
 	from := e.decided.len()
 	probe.try(t, s.NetnsPath) // still refused: the rules stay
-	time.Sleep(200 * time.Millisecond)
+	want := policy.Decision{SandboxID: s.ID, Proto: "tcp", Dst: internal, Port: echoPort, Reason: DeniedInternal, Via: "nftables"}
+	if _, ok := log.wait(0, want); !ok {
+		t.Errorf("the denial after Close was not logged to the group: %v", log.of(s.ID, 0))
+	}
 	if n := e.decided.len(); n != from {
 		t.Errorf("%d decisions after Close", n-from)
 	}
 	must(t, e.net.Close())
+}
+
+// socketDrops is how many messages the kernel dropped for r's socket
+// because it was full (the Drops column of /proc/net/netlink). It reads
+// the calling thread's namespace: inNetns may have left the main thread,
+// which /proc/net shows, in a sandbox's.
+func socketDrops(t *testing.T, r *nflogReader) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	var serr error
+	must(t, r.rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }))
+	must(t, serr)
+	b, err := os.ReadFile("/proc/thread-self/net/netlink")
+	must(t, err)
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 10 && f[9] == strconv.FormatUint(st.Ino, 10) {
+			n, err := strconv.ParseUint(f[8], 10, 64)
+			must(t, err)
+			return n
+		}
+	}
+	t.Fatalf("no socket with inode %d in /proc/thread-self/net/netlink", st.Ino)
+	return 0
 }
 
 func readerGoroutines() int {

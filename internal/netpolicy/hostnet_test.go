@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"cmp"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -115,17 +116,16 @@ func (e *testEnv) hostLAN(addr netip.Prefix) func() {
 // denied (or not).
 func (e *testEnv) waitHostNet(t *testing.T, a netip.Addr, denied bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		inSet := spansContain(e.hostnetSet(t), a)
-		if inSet == denied && e.net.HostNetwork(a) == denied {
-			return
+	agreed := false
+	defer func() {
+		if !agreed { // waitFor failed the test
+			t.Logf("%v: in the set %v, HostNetwork %v (networks %v)", a, spansContain(e.hostnetSet(t), a), e.net.HostNetwork(a), e.net.HostNetworks())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v: in the set %v, HostNetwork %v; want %v (networks %v)", a, inSet, e.net.HostNetwork(a), denied, e.net.HostNetworks())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	waitFor(t, 5*time.Second, fmt.Sprintf("the hostnet set and HostNetwork to agree that %v is denied=%v", a, denied), func() bool {
+		return spansContain(e.hostnetSet(t), a) == denied && e.net.HostNetwork(a) == denied
+	})
+	agreed = true
 }
 
 // hostnetSet reads the kernel's hostnet set back as spans.

@@ -313,15 +313,15 @@ func TestResolvedExpire(t *testing.T) {
 		t.Fatalf("resolved address unreachable: %v", err)
 	}
 	// Refreshing restarts the timeout.
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(700 * time.Millisecond) // most of the first timeout passes
 	if err := e.net.AllowResolved(s.ID, []netip.Addr{internet1}, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(700 * time.Millisecond) // past the first timeout, within the second
 	if _, err := tcpHello(s.NetnsPath, dst, dropWait); err != nil {
 		t.Fatalf("refreshed address unreachable: %v", err)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // past the second timeout
 	if _, err := tcpHello(s.NetnsPath, dst, dropWait); err == nil {
 		t.Fatal("address still reachable after its timeout")
 	}
