@@ -59,16 +59,17 @@ func TestNetworkNamespace(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Destroy(context.Background(), ref) })
 	var out string
-	for i := 0; i < 50; i++ {
-		out, _ = trySh(r, ref, "curl -sS --max-time 2 http://198.51.100.1:8080/", 10*time.Second)
-		if strings.Contains(out, "from-test-server") {
-			break
+	reached := false
+	defer func() {
+		if !reached { // waitFor failed the test
+			t.Logf("the last try said %q", out)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !strings.Contains(out, "from-test-server") {
-		t.Fatalf("sandbox did not reach the test server through its namespace: %q", out)
-	}
+	}()
+	waitFor(t, 30*time.Second, "the sandbox to reach the test server through its namespace", func() bool {
+		out, _ = trySh(r, ref, "curl -sS --max-time 2 http://198.51.100.1:8080/", 10*time.Second)
+		return strings.Contains(out, "from-test-server")
+	})
+	reached = true
 	if got := sh(t, r, ref, "cat /proc/net/dev | grep -c eth0 || true"); strings.TrimSpace(got) != "1" {
 		t.Errorf("sandbox does not see the namespace's eth0: %q", got)
 	}

@@ -150,14 +150,12 @@ func connect(t *testing.T, r *Runtime, ref runtime.Ref) *agentapi.Client {
 // found), so the next daemon is modelled as starting once they agree.
 func waitStopped(t *testing.T, r *Runtime, ref runtime.Ref) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	waitFor(t, 10*time.Second, ref.ID+" to stop", func() bool {
 		out, err := r.runsc(context.Background(), commandTimeout, "", "state", ref.ID)
 		if err != nil || !strings.Contains(string(out), `"stopped"`) {
-			continue
+			return false
 		}
-		if st, err := r.Status(context.Background(), ref); err == nil && st != runtime.StateRunning {
-			return
-		}
-	}
-	t.Fatalf("%s did not stop", ref.ID)
+		st, err := r.Status(context.Background(), ref)
+		return err == nil && st != runtime.StateRunning
+	})
 }
