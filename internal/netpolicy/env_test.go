@@ -32,9 +32,14 @@ var (
 	internet2  = netip.MustParseAddr("198.51.100.9")
 	internal   = netip.MustParseAddr("10.99.0.10")
 	metadata   = netip.MustParseAddr("169.254.169.254")
-	inetLocal  = netip.MustParseAddr("198.51.100.254") // host side of the internet link
-	innerLocal = netip.MustParseAddr("198.51.100.253") // host side of the internal link
-	fixtureSrc = netip.MustParsePrefix("198.51.100.252/30")
+	// The host sides of the fake world's links, and the /30 whose sources
+	// the test's private routing table serves: a block no other test's
+	// network uses (the e2e and selftest worlds' host sides are
+	// 198.51.100.254, and this package's rule 9004 would take their
+	// traffic into its table while a test runs beside them).
+	inetLocal  = netip.MustParseAddr("198.51.100.237") // host side of the internet link
+	innerLocal = netip.MustParseAddr("198.51.100.238") // host side of the internal link
+	fixtureSrc = netip.MustParsePrefix("198.51.100.236/30")
 )
 
 // testEnv is one test's Network plus its fake world.
