@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"corral/internal/cluster/node"
 	"corral/internal/readyfile"
@@ -28,7 +29,7 @@ func listen(cfg *Config) (*listeners, error) {
 	if cfg.Listen == "" {
 		return nil, fmt.Errorf("--listen is required (the API's address)")
 	}
-	if cfg.PortsListen != "" && cfg.PortsListen == cfg.Listen {
+	if cfg.PortsListen != "" && cfg.PortsListen == cfg.Listen && !strings.HasSuffix(cfg.Listen, ":0") {
 		return nil, fmt.Errorf("--ports-listen %q is the API's --listen: exposed ports must never share the API's (and the console's) origin", cfg.PortsListen)
 	}
 	l := &listeners{}

@@ -15,7 +15,7 @@ import (
 // ports origin's default domain follows it), named hosts stay as given,
 // and the ready file tells the bound addresses.
 func TestListenPortZero(t *testing.T) {
-	cfg := Config{Listen: "localhost:0", PortsListen: "127.0.0.1:0", EnvdListen: "127.0.0.1:0"}
+	cfg := Config{Listen: "127.0.0.1:0", PortsListen: "127.0.0.1:0", EnvdListen: "127.0.0.1:0"}
 	l, err := listen(&cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -26,8 +26,17 @@ func TestListenPortZero(t *testing.T) {
 			t.Fatalf("%q still has port 0", a)
 		}
 	}
-	if !strings.HasPrefix(cfg.Listen, "localhost:") {
-		t.Errorf("--listen's host changed: %q", cfg.Listen)
+	if !strings.HasPrefix(cfg.Listen, "127.0.0.1:") || cfg.Listen == cfg.PortsListen {
+		t.Errorf("--listen %q, --ports-listen %q", cfg.Listen, cfg.PortsListen)
+	}
+	named := Config{Listen: "localhost:0"}
+	nl, err := listen(&named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nl.close()
+	if !strings.HasPrefix(named.Listen, "localhost:") || strings.HasSuffix(named.Listen, ":0") {
+		t.Errorf("--listen's host changed or port not bound: %q", named.Listen)
 	}
 	if err := cfg.portsDefaults(); err != nil || cfg.PortsDomain != "localhost:"+cfg.PortsListen[strings.LastIndex(cfg.PortsListen, ":")+1:] {
 		t.Fatalf("ports domain %q: %v", cfg.PortsDomain, err)
