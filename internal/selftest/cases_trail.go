@@ -192,8 +192,8 @@ func linesNaming(file string, offset int64, id string) (int, error) {
 // and an audit entry apiece; the detailed ones stay within the trail
 // budget, each capped, and the rest are counted in folds.
 func exhaustPortTrail(ctx context.Context, s *session) Result {
-	const n, workers = 2000, 16
-	tried := fmt.Sprintf("open %d connections to the attacker's exposed port, each asking a 2 KiB path", n)
+	const n, workers = 600, 16
+	tried := fmt.Sprintf("open %d connections to the attacker's exposed port, each asking a 2 KiB path (past the burst of %d)", n, trailBurst)
 	after, err := s.lastSeq(ctx)
 	if err != nil {
 		return inconclusive(tried, err)
