@@ -1,10 +1,13 @@
-// Command testlog reads `go test -json` on its standard input, writes the
-// tests' output as `go test -v` would have (so a CI log reads as before),
-// and at the end prints the wall time of the run, each package's time, and
-// the slowest top-level tests, so drift shows in every run's log. With
-// -save FILE it also appends one JSON line per finished test (package,
-// test, seconds, result) for comparing runs. It exits 0: go test's own
-// status is the run's (scripts/test.sh sets pipefail).
+// Command testlog reads `go test -json` on its standard input and writes
+// the tests' output grouped by top-level test, each test's once it ends
+// (parallel tests' lines would otherwise interleave): a test that fails,
+// whole; one that passes or skips, only its result lines. Package lines
+// (ok, FAIL, build errors) pass at once. At the end it prints the wall
+// time of the run, each package's time, and the slowest top-level tests,
+// so drift shows in every run's log. With -save FILE it also appends one
+// JSON line per finished test (package, test, seconds, result) for
+// comparing runs. It exits 0: go test's own status is the run's
+// (scripts/test.sh sets pipefail).
 package main
 
 import (
@@ -55,10 +58,12 @@ func main() {
 	summarise(os.Stdout, results, time.Since(start), *top)
 }
 
-// copyOutput writes every test's output to w (lines that are not JSON,
-// such as a build failure's, as they are) and returns the results.
+// copyOutput writes the tests' output to w, grouped by top-level test
+// (lines that are not JSON, such as a build failure's, as they are), and
+// returns the results.
 func copyOutput(r io.Reader, w io.Writer) ([]result, error) {
 	var out []result
+	held := map[string][]string{} // package and top-level test -> output so far
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -68,17 +73,37 @@ func copyOutput(r io.Reader, w io.Writer) ([]result, error) {
 			fmt.Fprintf(w, "%s\n", line)
 			continue
 		}
-		if ev.Action == "output" {
+		top, _, _ := strings.Cut(ev.Test, "/")
+		key := ev.Package + " " + top
+		switch {
+		case ev.Action == "output" && ev.Test == "":
+			io.WriteString(w, ev.Output)
+		case ev.Action == "output":
 			if !noise(ev.Output) {
-				io.WriteString(w, ev.Output)
+				held[key] = append(held[key], ev.Output)
 			}
-			continue
-		}
-		if ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip" {
+		case ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip":
 			out = append(out, result{Package: ev.Package, Test: ev.Test, Seconds: ev.Elapsed, Action: ev.Action})
+			if ev.Test != "" && ev.Test == top {
+				flush(w, held[key], ev.Action == "fail")
+				delete(held, key)
+			}
 		}
 	}
+	for _, lines := range held { // a test the run cut short (a panic, a timeout)
+		flush(w, lines, true)
+	}
 	return out, sc.Err()
+}
+
+// flush writes a finished test's output: all of it when it failed, its
+// result lines (--- PASS, --- SKIP and their reasons) otherwise.
+func flush(w io.Writer, lines []string, all bool) {
+	for i, l := range lines {
+		if all || strings.HasPrefix(strings.TrimSpace(l), "--- ") || i > 0 && strings.Contains(lines[i-1], "--- SKIP") {
+			io.WriteString(w, l)
+		}
+	}
 }
 
 // noise is go test -v's narration of starts and switches, which a log
