@@ -28,10 +28,10 @@ import (
 // the fake proxy) through a private routing table whose default is
 // unreachable, so even a broken policy sends nothing off the machine.
 var (
-	internet1  = netip.MustParseAddr("198.51.100.1")
-	internet2  = netip.MustParseAddr("198.51.100.9")
-	internal   = netip.MustParseAddr("10.99.0.10")
-	metadata   = netip.MustParseAddr("169.254.169.254")
+	internet1 = netip.MustParseAddr("198.51.100.1")
+	internet2 = netip.MustParseAddr("198.51.100.9")
+	internal  = netip.MustParseAddr("10.99.0.10")
+	metadata  = netip.MustParseAddr("169.254.169.254")
 	// The host sides of the fake world's links, and the /30 whose sources
 	// the test's private routing table serves: a block no other test's
 	// network uses (the e2e and selftest worlds' host sides are

@@ -38,6 +38,12 @@ import (
 // hostResync is the period of the full resync behind the subscription.
 const hostResync = 30 * time.Second
 
+// hostSettle is how long a change waits for the rest of its burst before
+// the set is read again: a new network is denied within it (it took
+// 21-102 ms without), and a host where sandboxes of other daemons start
+// by the dozen costs one resync a burst, not one a link.
+const hostSettle = 100 * time.Millisecond
+
 // hostNets is one reading of the host's networks.
 type hostNets struct {
 	nets  []netip.Prefix // every address's on-link prefix (masked) and the address itself, sorted
@@ -285,16 +291,20 @@ func (n *Network) watchLoop() {
 				continue
 			}
 			relevant := n.relevantUpdate(u)
-			for drained := false; !drained; { // one resync for a burst
+			// One resync for a burst: the changes that come within
+			// hostSettle of the first (another daemon's sandboxes
+			// starting, an interface brought up with its addresses).
+			settle := time.After(hostSettle)
+			for settled := false; !settled; {
 				select {
 				case u, ok := <-updates:
 					if !ok {
-						drained = true
+						settled = true
 						break
 					}
 					relevant = relevant || n.relevantUpdate(u)
-				default:
-					drained = true
+				case <-settle:
+					settled = true
 				}
 			}
 			if relevant {
