@@ -19,6 +19,7 @@ import (
 // naming the field); an ended sandbox frees its reservation. Before,
 // four sandboxes asking 29 GiB each on this 24 GiB host were all admitted.
 func TestAdmissionByResources(t *testing.T) {
+	// Not parallel: it fills the daemon to the host's capacity.
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -103,6 +104,7 @@ func (d *daemon) capacity() apiv1.Capacity {
 // whose estimated size would leave less free disk than the daemon keeps,
 // is a 429 naming the quota; removing a snapshot makes room again.
 func TestSnapshotQuotas(t *testing.T) {
+	// Not parallel: its quotas read the free space of the disk every test writes to.
 	t.Run("per sandbox", func(t *testing.T) {
 		d := startDaemon(t, "--snapshot-quota-per-sandbox", "1")
 		id := d.create("--memory-limit", "256")

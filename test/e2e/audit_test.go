@@ -23,6 +23,7 @@ import (
 // export; an entry edited directly in the store is reported by
 // `corral audit verify` with exit 1.
 func TestAuditTrail(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -175,12 +176,7 @@ func auditLog(t *testing.T, d *daemon, id string) []apiv1.AuditEntry {
 // waitAudit waits until the trail holds an entry of kind for sandbox id.
 func waitAudit(t *testing.T, d *daemon, id, kind string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if out := d.mustCLI("audit", "log", id, "--kind", kind, "--json"); strings.TrimSpace(out) != "" {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("no %s entry for %s in the trail", kind, id)
+	waitFor(t, 15*time.Second, "a "+kind+" entry for "+id+" in the trail", func() bool {
+		return strings.TrimSpace(d.mustCLI("audit", "log", id, "--kind", kind, "--json")) != ""
+	})
 }

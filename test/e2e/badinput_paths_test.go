@@ -26,6 +26,7 @@ import (
 // of the host, and the image's config is refused at import, not at the
 // first exec.
 func TestBadInputAdopter(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	big := bytes.Repeat([]byte(" "), 50<<20)
 	copy(big, `{"name": "`)

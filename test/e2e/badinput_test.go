@@ -10,6 +10,7 @@ import (
 
 // Bad input gets a 4xx JSON error naming the problem; the daemon keeps serving.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create()
 	tok := d.token

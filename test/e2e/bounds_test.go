@@ -34,6 +34,7 @@ const (
 // the host appears, the state directory does not grow past the bounds, and
 // the sandbox still works.
 func TestHostBackedPaths(t *testing.T) {
+	t.Parallel()
 	t.Run("gvisor", func(t *testing.T) { testHostBackedGVisor(t, startDaemon(t)) })
 	t.Run("vm", func(t *testing.T) { testHostBackedVM(t, startDaemon(t)) })
 }
@@ -182,9 +183,11 @@ func testHostBackedVM(t *testing.T, d *daemon) {
 
 	// QEMU outlives a daemon killed with -9, is nobody's zombie, and the
 	// next daemon adopts it.
+	dead := d.cmd.Process.Pid
 	d.kill9()
-	time.Sleep(time.Second)
-	if st := procStatus(t, pid); strings.HasPrefix(st["State"], "Z") || st["PPid"] == strconv.Itoa(d.cmd.Process.Pid) {
+	// Once the daemon is reaped, QEMU is reparented (or would be a zombie).
+	poll(5*time.Second, func() bool { return procStatus(t, pid)["PPid"] != strconv.Itoa(dead) })
+	if st := procStatus(t, pid); strings.HasPrefix(st["State"], "Z") || st["PPid"] == strconv.Itoa(dead) {
 		t.Errorf("QEMU after the daemon's death: state %q, parent %s", st["State"], st["PPid"])
 	}
 	d.start()
@@ -205,15 +208,8 @@ func testHostBackedVM(t *testing.T, d *daemon) {
 	checkNoUsableSpecialFiles(t, d.state)
 	d.mustCLI("rm", id)
 	d.assertNoLeaks(t, []string{id})
-	for i := 0; ; i++ {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
-			break
-		}
-		if i == 50 {
-			t.Errorf("QEMU %d is still there after rm: %v", pid, procStatus(t, pid))
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !poll(5*time.Second, func() bool { _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); return err != nil }) {
+		t.Errorf("QEMU %d is still there after rm: %v", pid, procStatus(t, pid))
 	}
 }
 
@@ -322,20 +318,14 @@ func filestoreBytes(t *testing.T, dir string) int64 {
 // threshold (it rotates every second), keeping the previous part.
 func waitRotated(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, 30*time.Second, fmt.Sprintf("%s rotated below %d bytes", path, rotateBytes), func() bool {
 		var st unix.Stat_t
-		err := unix.Stat(path, &st)
-		if err == nil && st.Blocks*512 <= rotateBytes+64<<10 {
-			if prev, err := os.Stat(path + ".1"); err == nil && prev.Size() <= rotateBytes {
-				return
-			}
+		if err := unix.Stat(path, &st); err != nil || st.Blocks*512 > rotateBytes+64<<10 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not rotated below %d bytes: %v (blocks %d)", path, rotateBytes, err, st.Blocks)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		prev, err := os.Stat(path + ".1")
+		return err == nil && prev.Size() <= rotateBytes
+	})
 }
 
 // waitQuiet waits until the log at path stops growing (a writer in the
@@ -393,6 +383,7 @@ func procStatus(t *testing.T, pid int) map[string]string {
 // time; one whose channel answers wrongly when a restarted daemon comes
 // to adopt it ends the same way.
 func TestAgentChannelHijack(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	const fake = `import os, socket, time
 p = "/.corral/run/agent.sock"
@@ -423,7 +414,7 @@ while True:
 	d.kill9()
 	// The impostor's socket is a new file at the agent's path; it listens
 	// as soon as it is bound.
-	waitUntil(t, 30*time.Second, "the impostor's socket", func() bool {
+	waitFor(t, 30*time.Second, "the impostor's socket", func() bool {
 		fi, err := os.Stat(sock)
 		return err == nil && !os.SameFile(fi, agentSock)
 	})

@@ -78,6 +78,7 @@ cmd: [/usr/games/cowsay, hi]
 // cowsay runs and the copied files are; the same spec again is all cached;
 // a changed run step rebuilds itself and what follows, nothing before.
 func TestImageBuildCowsay(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"app/hello.txt": "hello\n", "app/sub/data.txt": "data\n"})
@@ -135,6 +136,7 @@ func TestImageBuildCowsay(t *testing.T) {
 // A failed step shows its output and exit code, adds no layer, and leaves
 // no build sandbox running.
 func TestImageBuildFailedStep(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	dir := t.TempDir()
 	d.mustBuild(dir, "base: debian:bookworm\n", "-t", "test/base:1")
@@ -181,6 +183,7 @@ steps:
 
 // Two concurrent builds of one spec run each step once.
 func TestImageBuildConcurrentRunsOnce(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	spec := `base: debian:bookworm
 steps:
@@ -216,6 +219,7 @@ steps:
 // pip_install from a local wheel through find-links (PyPI is unreachable
 // here), as the configured user.
 func TestImageBuildPipFindLinks(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	dir := t.TempDir()
 	writeWheel(t, filepath.Join(dir, "wheels"), "corralprobe", "1.0", `VALUE = "from a local wheel"`)
@@ -276,6 +280,7 @@ func writeWheel(t *testing.T, dir, name, version, body string) {
 // trusts extra certificate authorities (a TLS-inspecting egress proxy),
 // the image is given them, as a user behind such a proxy would.
 func TestImageBuildNpm(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	dir := t.TempDir()
 	var caSteps string
@@ -313,6 +318,7 @@ steps:
 // and from a docker-archive tarball (imported by the CLI); a copy step
 // needs no shell in the image.
 func TestImageBuildFromImages(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	host, ref := serveTestImage(t)
 	dir := t.TempDir()
@@ -341,6 +347,7 @@ steps:
 
 // A Debian base with extra packages is built with mmdebstrap.
 func TestImageBuildDebianPackages(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	_, errs := d.mustBuild(t.TempDir(), "base: {debian: bookworm, packages: [cowsay]}\n", "-t", "test/debpkgs:1")
 	t.Logf("build:\n%s", errs)

@@ -102,6 +102,7 @@ func startTLSServers(t *testing.T, d *daemon, id string, servers map[string]test
 // CAs into the sandbox's trust store: curl and python verify a server
 // whose certificate they signed, and a sandbox without them does not.
 func TestCACerts(t *testing.T) {
+	t.Parallel()
 	daemonCA, ownCA := newTestCA(t, "corral daemon test CA"), newTestCA(t, "corral sandbox test CA")
 	dir := t.TempDir()
 	daemonFile, ownFile, junk := filepath.Join(dir, "daemon.pem"), filepath.Join(dir, "own.pem"), filepath.Join(dir, "junk.pem")
@@ -157,6 +158,7 @@ func TestCACerts(t *testing.T) {
 // and gets the caller's at the claim; an image build's sandboxes have the
 // daemon's too.
 func TestCACertsWarmPool(t *testing.T) {
+	t.Parallel()
 	daemonCA, ownCA := newTestCA(t, "corral daemon test CA"), newTestCA(t, "corral sandbox test CA")
 	dir := t.TempDir()
 	daemonFile, ownFile := filepath.Join(dir, "daemon.pem"), filepath.Join(dir, "own.pem")
@@ -166,17 +168,10 @@ func TestCACertsWarmPool(t *testing.T) {
 		}
 	}
 	d := startDaemon(t, "--ca-cert", daemonFile, "--warm-pool", "1")
-	deadline := time.Now().Add(time.Minute)
-	for {
+	waitFor(t, time.Minute, "the warm pool ready", func() bool {
 		_, body := d.api("GET", "/v1/version", d.token, "")
-		if strings.Contains(body, `"ready":1`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the warm pool never got ready: %s", body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return strings.Contains(body, `"ready":1`)
+	})
 	id := d.create("--ca-cert", ownFile)
 	if _, body := d.api("GET", "/v1/version", d.token, ""); !strings.Contains(body, `"hits":1`) {
 		t.Fatalf("the create did not take the pooled sandbox: %s", body)

@@ -22,18 +22,23 @@ import (
 // live and working, or ended with a reason); once everything is removed
 // nothing is left on the host. CORRAL_CHAOS_SEED=N replays a run.
 func TestChaosKill9(t *testing.T) {
+	t.Parallel()
 	runChaos(t, "gvisor", 50, chaosOps)
 }
 
 // The same on vm sandboxes, fewer times (a guest boots in seconds under
 // TCG): creates, pauses, memory snapshots and forks of QEMU guests.
 func TestChaosKill9VM(t *testing.T) {
+	t.Parallel()
 	runChaos(t, "vm", 20, chaosOps[:4])
 }
 
 // runChaos kills the daemon kills times, in ops spread evenly, on
 // sandboxes of runtime rt.
 func runChaos(t *testing.T, rt string, kills int, ops []chaosOp) {
+	if rt == "vm" {
+		holdVM(t)
+	}
 	seed := chaosSeed(t)
 	c := &chaos{
 		t: t, d: startDaemon(t, "--max-sandboxes", "64"), runtime: rt, seed: seed,

@@ -56,9 +56,9 @@ func startBigCluster(t *testing.T) *bigCluster {
 		t.Fatal(err)
 	}
 	cluster := []string{"--cluster-db-file", dbFile, "--join-token-file", joinFile, "--node-lost-after", "4s"}
-	for i, name := range c.names {
+	for _, name := range c.names {
 		// A later flag wins: each node's own bound over startClusterNode's.
-		c.nodes[name] = startClusterNode(t, name, 3+i, append(cluster, "--max-sandboxes", fmt.Sprint(c.caps[name])))
+		c.nodes[name] = startClusterNode(t, name, append(cluster, "--max-sandboxes", fmt.Sprint(c.caps[name])))
 	}
 	ctlArgs := append([]string{"--token-file", tokenFile}, cluster...)
 	c.a, c.b = startControl(t, ctlArgs, c.token), startControl(t, ctlArgs, c.token)
@@ -76,6 +76,7 @@ func startBigCluster(t *testing.T) *bigCluster {
 // sandboxes is left on it; a control killed mid-exec leaves the other
 // serving. Everything is removed at the end.
 func TestClusterBig(t *testing.T) {
+	// Not parallel: a hundred and fifty sandboxes, and heartbeats timed against a 4 s loss.
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -297,7 +298,7 @@ func (c *bigCluster) loseNode(ctx context.Context, where map[string]string, vict
 			c.removeSome(ctx, where, name, room)
 		}
 	}
-	clusterWait(t, 30*time.Second, "the removed sandboxes' room back", func() bool {
+	waitFor(t, 30*time.Second, "the removed sandboxes' room back", func() bool {
 		nodes := c.b.nodes()
 		for _, name := range others {
 			if nodes[name].Sandboxes != c.caps[name]-room {
@@ -323,7 +324,7 @@ func (c *bigCluster) loseNode(ctx context.Context, where map[string]string, vict
 	for i := range room {
 		create(i)
 	}
-	clusterWait(t, 30*time.Second, victim+" marked lost", func() bool { return c.b.nodes()[victim].State == "lost" })
+	waitFor(t, 30*time.Second, victim+" marked lost", func() bool { return c.b.nodes()[victim].State == "lost" })
 	t.Logf("%s marked lost %s after its kill (bound 4 s)", victim, time.Since(killed).Round(100*time.Millisecond))
 	for i := room; i < 2*room; i++ {
 		create(i)
@@ -386,7 +387,7 @@ func (c *bigCluster) lostOf(ctx context.Context, where map[string]string, victim
 func (c *bigCluster) checkReaped(ctx context.Context, name string, ids []string) {
 	t := c.t
 	n := c.nodes[name]
-	clusterWait(t, 90*time.Second, name+"'s lost sandboxes ended on its return", func() bool {
+	waitFor(t, 90*time.Second, name+"'s lost sandboxes ended on its return", func() bool {
 		live, err := n.client.ListPage(ctx, corral.ListOptions{States: []string{"creating", "running", "paused", "terminating"}, Limit: 1})
 		return err == nil && len(live.Sandboxes) == 0
 	})
@@ -396,10 +397,8 @@ func (c *bigCluster) checkReaped(ctx context.Context, name string, ids []string)
 		}
 	}
 	// Processes being reaped get a moment.
-	left := n.hostLeftovers()
-	for deadline := time.Now().Add(30 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = n.hostLeftovers() {
-		time.Sleep(100 * time.Millisecond)
-	}
+	var left []string
+	poll(30*time.Second, func() bool { left = n.hostLeftovers(); return len(left) == 0 })
 	if len(left) > 0 {
 		t.Fatalf("left on the host of %s after it ended its lost sandboxes:\n%s", name, strings.Join(left, "\n"))
 	}
@@ -463,7 +462,7 @@ func (c *bigCluster) removeAll(ctx context.Context) {
 	}
 	close(ids)
 	wg.Wait()
-	clusterWait(t, 30*time.Second, "nothing placed", func() bool {
+	waitFor(t, 30*time.Second, "nothing placed", func() bool {
 		for _, n := range c.b.nodes() {
 			if n.Sandboxes != 0 {
 				return false

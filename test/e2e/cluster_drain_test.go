@@ -24,12 +24,13 @@ import (
 // the reason; resumed, the moved one has its process (same pid) and its
 // file, through either control plane; nothing of it is left on n5.
 func TestClusterDrain(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
 	tc := newTestCluster(t, "control-token-0123456789abcdef", "10s")
-	n5 := startClusterNode(t, "n5", 5, tc.args)
-	n6 := startClusterNode(t, "n6", 6, tc.args)
+	n5 := startClusterNode(t, "n5", tc.args)
+	n6 := startClusterNode(t, "n6", tc.args)
 	a, b := startControl(t, tc.controlArgs(), tc.token), startControl(t, tc.controlArgs(), tc.token)
 	cliA, cliB := viaCLI(t, a, tc.token), viaCLI(t, b, tc.token)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -20,6 +20,7 @@ import (
 // input, and envd across the lifecycle (signed URLs that name no sandbox
 // included); the sandboxes they made must have landed on both nodes.
 func TestClusterE2B(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -38,10 +39,10 @@ func TestClusterE2B(t *testing.T) {
 	// wins over startClusterNode's --envd-listen ""); it registers the
 	// address (--node-address's host, this port). The SDK's files keep
 	// their sandboxes to the end: 8 places a node, not 3.
-	n1 := startClusterNode(t, "n1", 3, append(cluster, "--envd-listen", freeAddr(t), "--max-sandboxes", "8"))
-	n2 := startClusterNode(t, "n2", 4, append(cluster, "--envd-listen", freeAddr(t), "--max-sandboxes", "8"))
-	envd := freeAddr(t)
-	c := startControl(t, tc.controlArgs("--envd-listen", envd), token)
+	n1 := startClusterNode(t, "n1", append(cluster, "--envd-listen", "127.0.0.1:0", "--max-sandboxes", "8"))
+	n2 := startClusterNode(t, "n2", append(cluster, "--envd-listen", "127.0.0.1:0", "--max-sandboxes", "8"))
+	c := startControl(t, tc.controlArgs("--envd-listen", "127.0.0.1:0"), token)
+	envd := c.envd
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -27,17 +27,18 @@ import (
 // refused; a delete through the control plane removes the image from
 // every node.
 func TestClusterImages(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
 	tc := newTestCluster(t, "control-token-0123456789abcdef", "10s")
 	join, token, cluster := tc.join, tc.token, tc.args
-	n1 := startClusterNode(t, "n1", 3, append(cluster, "--node-label", "role=a"))
-	n2 := startClusterNode(t, "n2", 4, append(cluster, "--node-label", "role=b"))
+	n1 := startClusterNode(t, "n1", append(cluster, "--node-label", "role=a"))
+	n2 := startClusterNode(t, "n2", append(cluster, "--node-label", "role=b"))
 	c := startControl(t, tc.controlArgs(), token)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	clusterWait(t, 30*time.Second, "both nodes ready", func() bool {
+	waitFor(t, 30*time.Second, "both nodes ready", func() bool {
 		ns := c.nodes()
 		return ns["n1"].State == "ready" && ns["n2"].State == "ready"
 	})

@@ -34,7 +34,7 @@ func checkListFollowsNode(ctx context.Context, t *testing.T, c *controlPlane, n 
 	if _, err := n.client.Pause(ctx, id); err != nil {
 		t.Fatalf("pause %s on its node: %v", id, err)
 	}
-	clusterWait(t, 30*time.Second, id+" listed paused through the control plane", func() bool {
+	waitFor(t, 30*time.Second, id+" listed paused through the control plane", func() bool {
 		return slices.Equal(listedIDs(ctx, t, c, "paused"), []string{id})
 	})
 	sb, err := c.client.Resume(ctx, id)

@@ -26,12 +26,13 @@ import (
 // plane puts copies on both nodes, each with the file and the forked_from
 // tag, and leaves no snapshot of its own behind; bad input is refused.
 func TestClusterSnapshots(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
 	tc := newTestCluster(t, "control-token-0123456789abcdef", "10s")
 	cluster := tc.args
-	nodes := map[string]*daemon{"n3": startClusterNode(t, "n3", 3, cluster), "n4": startClusterNode(t, "n4", 4, cluster)}
+	nodes := map[string]*daemon{"n3": startClusterNode(t, "n3", cluster), "n4": startClusterNode(t, "n4", cluster)}
 	c := startControl(t, tc.controlArgs(), tc.token)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -27,6 +27,7 @@ import (
 type controlPlane struct {
 	t      *testing.T
 	addr   string
+	envd   string // its envd face's address, when it serves one
 	cmd    *exec.Cmd
 	log    bytes.Buffer
 	client *corral.Client
@@ -36,8 +37,9 @@ type controlPlane struct {
 
 func startControl(t *testing.T, args []string, token string) *controlPlane {
 	t.Helper()
-	c := &controlPlane{t: t, addr: freeAddr(t), token: token}
-	c.cmd = exec.Command(binary, append([]string{"serve", "--control", "--listen", c.addr, "--log-level", "debug"}, args...)...)
+	c := &controlPlane{t: t, token: token}
+	ready := filepath.Join(t.TempDir(), "ready")
+	c.cmd = exec.Command(binary, append([]string{"serve", "--control", "--listen", "127.0.0.1:0", "--ready-file", ready, "--log-level", "debug"}, args...)...)
 	c.cmd.Stdout, c.cmd.Stderr = &c.log, &c.log
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.cmd.Start(); err != nil {
@@ -53,19 +55,11 @@ func startControl(t *testing.T, args []string, token string) *controlPlane {
 			t.Logf("control plane %s log:\n%s", c.addr, c.log.String())
 		}
 	})
-	clusterWait(t, 30*time.Second, "control plane "+c.addr+" up", func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("control plane exited:\n%s", c.log.String())
-		default:
-		}
-		resp, err := http.Get("http://" + c.addr + "/v1/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	r, err := waitReady(ready, exited, 30*time.Second)
+	if err != nil {
+		t.Fatalf("control plane did not come up: %v\n%s", err, c.log.String())
+	}
+	c.addr, c.envd = r.Listen, r.EnvdListen
 	c.client = corral.New("http://"+c.addr, token)
 	return c
 }
@@ -88,40 +82,21 @@ func viaCLI(t *testing.T, c *controlPlane, token string) *daemon {
 	return &daemon{t: t, addr: c.addr, token: token}
 }
 
-// clusterWait polls cond until it holds or limit passes.
-func clusterWait(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // startClusterNode starts a node daemon on a fresh state dir, with a
 // network of its own (nftables table, address pool, link prefix, log
 // group) so two nodes share the host.
-func startClusterNode(t *testing.T, name string, i int, cluster []string) *daemon {
+func startClusterNode(t *testing.T, name string, cluster []string) *daemon {
 	t.Helper()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
-	state, err := os.MkdirTemp("", "corral-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	table := fmt.Sprintf("corral-e2e-c%d", i)
-	// Runs after the daemon's teardown (cleanups run last first): a
-	// stopped daemon keeps its table for its sandboxes' next start.
-	t.Cleanup(func() { _ = exec.Command("nft", "delete", "table", "inet", table).Run() })
-	flags := append(testNetFlags(t), "--warm-pool", "0", "--envd-listen", "",
-		"--net-table", table, "--net-link-prefix", fmt.Sprintf("cc%d", i),
-		"--net-pool", fmt.Sprintf("10.%d.0.0/16", 90+i), "--net-log-group", fmt.Sprint(7730+i),
-		"--max-sandboxes", "3", "--node", "--node-name", name, "--node-address", "https://"+addr, "--heartbeat", "500ms")
-	d := &daemon{t: t, state: state, addr: addr, net: append(flags, cluster...), tls: true}
+	// The node's address says port 0: the daemon registers the port it
+	// bound. Its slot's network (table, pool, links, log group) is its
+	// own, so nodes share the host.
+	flags := []string{"--envd-listen", "", "--max-sandboxes", "3", "--node", "--node-name", name,
+		"--node-address", "https://127.0.0.1:0", "--heartbeat", "500ms"}
+	d := newDaemon(t, newStateDir(t), append(flags, cluster...)...)
+	d.tls = true
 	d.start()
 	t.Cleanup(func() { d.teardown() })
 	return d
@@ -146,7 +121,7 @@ func checkClusterUsage(ctx context.Context, t *testing.T, c *controlPlane, nodes
 	}
 	var rep *apiv1.UsageReport
 	var err error
-	clusterWait(t, 30*time.Second, "the nodes' usage shipped", func() bool {
+	waitFor(t, 30*time.Second, "the nodes' usage shipped", func() bool {
 		rep, err = c.client.Usage(ctx, opts)
 		return err != nil || len(rep.Groups) > 1 || len(rep.Groups) == 1 && rep.Groups[0].Sandboxes >= want
 	})
@@ -174,7 +149,7 @@ func checkClusterAudit(ctx context.Context, t *testing.T, c *controlPlane, token
 	// What the nodes recorded reaches the database about a second later.
 	var seen map[string]bool
 	var byNode map[string]int
-	clusterWait(t, 30*time.Second, "the nodes' audit trails shipped", func() bool {
+	waitFor(t, 30*time.Second, "the nodes' audit trails shipped", func() bool {
 		seen, byNode = pageClusterAudit(ctx, t, c, token)
 		return len(seen) >= want
 	})
@@ -229,7 +204,7 @@ func getOnceListening(t *testing.T, u string) (int, string) {
 	t.Helper()
 	var status int
 	var body string
-	clusterWait(t, 30*time.Second, "the port's server through "+u, func() bool {
+	waitFor(t, 30*time.Second, "the port's server through "+u, func() bool {
 		resp, err := http.Get(u)
 		if err != nil {
 			t.Fatal(err)
@@ -285,13 +260,14 @@ func (c testCluster) controlArgs(extra ...string) []string {
 // and an edited row is named), and when it returns it terminates what
 // the cluster gave up.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
 	tc := newTestCluster(t, "control-token-0123456789abcdef", "4s")
 	token, cluster := tc.token, tc.args
-	n1 := startClusterNode(t, "n1", 1, cluster)
-	n2 := startClusterNode(t, "n2", 2, cluster)
+	n1 := startClusterNode(t, "n1", cluster)
+	n2 := startClusterNode(t, "n2", cluster)
 	ctlArgs := tc.controlArgs()
 	a, b := startControl(t, ctlArgs, token), startControl(t, ctlArgs, token)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -405,7 +381,7 @@ func TestCluster(t *testing.T) {
 
 	// run's sandbox is removed without waiting (202): its room comes back
 	// once its node no longer lists it.
-	clusterWait(t, 30*time.Second, "run's sandbox gone from the placements", func() bool {
+	waitFor(t, 30*time.Second, "run's sandbox gone from the placements", func() bool {
 		nodes := b.nodes()
 		return nodes["n1"].Sandboxes == 2 && nodes["n2"].Sandboxes == 2
 	})
@@ -503,10 +479,10 @@ func TestCluster(t *testing.T) {
 			onN2s = append(onN2s, id)
 		}
 	}
-	clusterWait(t, 30*time.Second, "n2's sandboxes' usage shipped", func() bool { return usageShipped(ctx, t, b, onN2s) })
+	waitFor(t, 30*time.Second, "n2's sandboxes' usage shipped", func() bool { return usageShipped(ctx, t, b, onN2s) })
 	n2.kill9()
 	killed := time.Now()
-	clusterWait(t, 30*time.Second, "n2 marked lost", func() bool { return b.nodes()["n2"].State == "lost" })
+	waitFor(t, 30*time.Second, "n2 marked lost", func() bool { return b.nodes()["n2"].State == "lost" })
 	t.Logf("n2 marked lost %s after its kill (bound 4 s)", time.Since(killed).Round(100*time.Millisecond))
 	var onN2 string
 	var lostIDs []string
@@ -537,7 +513,7 @@ func TestCluster(t *testing.T) {
 	oldKey := rotateNodeKey(t, n2)
 	n2.start()
 	back := time.Now()
-	clusterWait(t, 60*time.Second, "n2's lost sandboxes terminated on its return", func() bool {
+	waitFor(t, 60*time.Second, "n2's lost sandboxes terminated on its return", func() bool {
 		for id, n := range where {
 			if n != n2 {
 				continue

@@ -26,11 +26,12 @@ import (
 // keys only, and neither the database's row nor the control plane's log
 // holds the value. A volume whose node is lost answers so.
 func TestClusterVolumesSecrets(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
 	tc := newTestCluster(t, "control-token-0123456789abcdef", "3s")
-	nodes := map[string]*daemon{"n5": startClusterNode(t, "n5", 5, tc.args), "n6": startClusterNode(t, "n6", 6, tc.args)}
+	nodes := map[string]*daemon{"n5": startClusterNode(t, "n5", tc.args), "n6": startClusterNode(t, "n6", tc.args)}
 	c := startControl(t, tc.controlArgs(), tc.token)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -178,7 +179,7 @@ func TestClusterVolumesSecrets(t *testing.T) {
 
 	// vol-b's node lost: its volume and a create that mounts it say so.
 	nodes[other].kill9()
-	clusterWait(t, 30*time.Second, other+" lost", func() bool { return c.nodes()[other].State == "lost" })
+	waitFor(t, 30*time.Second, other+" lost", func() bool { return c.nodes()[other].State == "lost" })
 	if _, err := c.client.Volume(ctx, "vol-b"); !errors.As(err, &ce) || ce.Status != http.StatusConflict || !strings.Contains(err.Error(), "lost") {
 		t.Fatalf("a volume on a lost node: %v; want 409 naming it lost", err)
 	}
@@ -190,7 +191,7 @@ func TestClusterVolumesSecrets(t *testing.T) {
 	}
 	// Back, it serves the volume again, and the volume is removed.
 	nodes[other].start()
-	clusterWait(t, 30*time.Second, other+" ready again", func() bool { return c.nodes()[other].State == "ready" })
+	waitFor(t, 30*time.Second, other+" ready again", func() bool { return c.nodes()[other].State == "ready" })
 	if err := c.client.RemoveVolume(ctx, "vol-b", false); err != nil {
 		t.Fatalf("removing vol-b once its node is back: %v", err)
 	}

@@ -25,6 +25,7 @@ import (
 // a browser: the session cookie's attributes and the CSRF and origin
 // checks, and the PTY WebSocket with a bearer token.
 func TestConsole(t *testing.T) {
+	t.Parallel()
 	npm, chromium, proj := browserProject(t)
 	w := newWorld(t)
 	logs := &lockedBuffer{}

@@ -20,6 +20,7 @@ steps:
 // path means the same to every file call, and all of it holds the same for
 // a sandbox from a warm pool of that image as for a cold one.
 func TestImageDefaultsForFilesAndExec(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	d.mustBuild(t.TempDir(), defaultsSpec, "-t", "test/defaults:1")
 	cold := d.create("--image", "test/defaults:1")

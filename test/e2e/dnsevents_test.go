@@ -12,6 +12,7 @@ import (
 // SERVFAIL, and the event says so, with an rcode field, instead of a
 // plain "allowed dns (NAME)". Both runtimes.
 func TestDNSEventsNameErrors(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--dns-upstream", fakeDNS(t))
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) {
@@ -21,13 +22,14 @@ func TestDNSEventsNameErrors(t *testing.T) {
 			}
 			want := map[string]string{"nowhere.test": "NXDOMAIN, the name does not exist",
 				"servfail.test": "SERVFAIL, the name could not be resolved", "allowed.test": ""}
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			var missing string
+			var seen map[string]string
+			ok := poll(10*time.Second, func() bool {
 				evs, err := d.client.Events(context.Background(), id)
 				if err != nil {
 					t.Fatal(err)
 				}
-				seen := map[string]string{}
+				seen = map[string]string{}
 				for _, e := range evs {
 					if e.Kind == "egress_allowed" && e.Fields["proto"] == "dns" {
 						msg := e.Message
@@ -39,20 +41,17 @@ func TestDNSEventsNameErrors(t *testing.T) {
 						}
 					}
 				}
-				missing := ""
+				missing = ""
 				for name, says := range want {
 					msg, ok := seen[name]
 					if !ok || says != "" && !strings.Contains(msg, says) || says == "" && strings.Contains(msg, "NXDOMAIN") {
 						missing += name + " "
 					}
 				}
-				if missing == "" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("DNS events for %s missing or wrong: %v", missing, seen)
-				}
-				time.Sleep(200 * time.Millisecond)
+				return missing == ""
+			})
+			if !ok {
+				t.Fatalf("DNS events for %s missing or wrong: %v", missing, seen)
 			}
 		})
 	}

@@ -22,6 +22,7 @@ import (
 // envd face's /envs and /metrics, and a pause_on_timeout sandbox whose
 // lifetime passes while the daemon is down ending paused.
 func TestE2BLeftovers(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--metrics-interval", "1s")
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) {
@@ -182,7 +183,7 @@ func testPauseOnTimeoutRestart(t *testing.T, d *daemon) {
 	// The lifetime ends while no daemon watches it.
 	time.Sleep(7 * time.Second)
 	d.start()
-	waitFor(t, 60*time.Second, func() bool {
+	waitFor(t, 60*time.Second, "the sandbox paused at its lifetime", func() bool {
 		sb, err := d.client.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)

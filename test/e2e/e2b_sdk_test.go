@@ -28,6 +28,7 @@ import (
 // the first run. Last, the commands tests run on vm sandboxes, against a
 // daemon whose E2B face creates them there (--e2b-runtime vm).
 func TestE2BSDK(t *testing.T) {
+	t.Parallel()
 	npm, err := exec.LookPath("npm")
 	if err != nil {
 		t.Skip("needs node and npm (the e2b SDK's tests are an npm project)")
@@ -74,6 +75,7 @@ func TestE2BSDK(t *testing.T) {
 // package's): user "user" (uid 1000) in /home/user with passwordless sudo,
 // bash, python3, curl and git, and the create's envVars.
 func TestE2BBaseTemplate(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	sb := e2bCreate(t, d, `{"templateID":"base","timeout":120,"envVars":{"GREETING":"hi"},"metadata":{"t":"base"}}`)
 	script := `id -un; id -u; pwd; echo "$HOME $GREETING"; sudo -n id -un; ` +
@@ -113,28 +115,26 @@ func e2bCreate(t *testing.T, d *daemon, body string) (sb struct{ SandboxID, Temp
 // it with a fresh lifetime, without it that call is refused and it stays
 // paused.
 func TestE2BAutoResume(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx := context.Background()
 	resumes := e2bCreate(t, d, `{"templateID":"base","timeout":2,"autoPause":true,"autoResume":{"enabled":true}}`).SandboxID
 	viaEnvd := e2bCreate(t, d, `{"templateID":"base","timeout":2,"autoPause":true,"autoResume":{"enabled":true}}`).SandboxID
 	stays := e2bCreate(t, d, `{"templateID":"base","timeout":2,"autoPause":true}`).SandboxID
 	for _, id := range []string{resumes, viaEnvd, stays} {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			sb, err := d.client.Get(ctx, id)
-			if err != nil {
+		var sb *apiv1.Sandbox
+		paused := poll(60*time.Second, func() bool {
+			var err error
+			if sb, err = d.client.Get(ctx, id); err != nil {
 				t.Fatal(err)
 			}
-			if sb.State == "paused" {
-				if !sb.PauseOnTimeout {
-					t.Fatalf("%s: pause_on_timeout not set: %+v", id, sb)
-				}
-				break
-			}
-			if sb.State != "running" || time.Now().After(deadline) {
-				t.Fatalf("%s at the end of its lifetime: %s (%s), want paused", id, sb.State, sb.EndReason)
-			}
-			time.Sleep(200 * time.Millisecond)
+			return sb.State != "running"
+		})
+		if !paused || sb.State != "paused" {
+			t.Fatalf("%s at the end of its lifetime: %s (%s), want paused", id, sb.State, sb.EndReason)
+		}
+		if !sb.PauseOnTimeout {
+			t.Fatalf("%s: pause_on_timeout not set: %+v", id, sb)
 		}
 	}
 	var out bytes.Buffer

@@ -21,6 +21,7 @@ const grow = "python3 -c 'a = []\nwhile True: a.append(bytearray(16 << 20))'"
 // guest's power-off. The exec that was running says so, wait prints it,
 // and the event log names it.
 func TestEndCauses(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	// The base image has no poweroff binary: the reboot system call
 	// (LINUX_REBOOT_CMD_POWER_OFF) is what poweroff -f makes.
@@ -104,6 +105,7 @@ func sentryFirstForOOM(t *testing.T, id string) {
 // sandbox's cgroup; vm: the guest kernel's OOM killer (the agent sees its
 // count grow).
 func TestOOMKilledProcess(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	for _, rt := range []string{"gvisor", "vm"} {
 		t.Run(rt, func(t *testing.T) {

@@ -44,6 +44,7 @@ func envdErrorBody(t *testing.T, what string, status int, body []byte, wantStatu
 }
 
 func TestEnvdAuthAndBadInput(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

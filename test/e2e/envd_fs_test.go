@@ -98,6 +98,7 @@ func gz(b []byte) []byte {
 }
 
 func TestEnvdFilesystem(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

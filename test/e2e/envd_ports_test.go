@@ -13,6 +13,7 @@ import (
 // sandbox's exposed port with the access token; an upload that fills the
 // sandbox's disk is 507 in envd's shape.
 func TestEnvdOtherPortsAndFullDisk(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create("--timeout", "10m", "--expose", "8000", "--disk", "0.25")
 	token := accessToken(t, d, id)

@@ -114,6 +114,7 @@ func start(cmd string, args ...string) *process.StartRequest {
 }
 
 func TestEnvdProcess(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) {

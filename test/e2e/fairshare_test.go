@@ -87,6 +87,7 @@ print(ok, flush=True)
 // each would stop at its own limit first): with the old bounds (512 a
 // sandbox, 4,096 in all), eight sandboxes took every connection.
 func TestFairShareEgress(t *testing.T) {
+	// Not parallel: it fills the proxy and the host with connections, and times the victim beside them.
 	const (
 		hostiles   = 8
 		ceiling    = 1024

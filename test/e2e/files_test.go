@@ -10,6 +10,7 @@ import (
 )
 
 func TestFilesRoundTrip64MiB(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create()
 	dir := t.TempDir()
@@ -43,6 +44,7 @@ func TestFilesRoundTrip64MiB(t *testing.T) {
 
 // Paths from the API are hostile: they resolve inside the sandbox root.
 func TestFilesCannotEscape(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create()
 	marker := "corral-escape-" + filepath.Base(d.state)

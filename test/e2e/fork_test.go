@@ -18,6 +18,7 @@ import (
 // id, boot_id (the agent mounts it in a vm guest, the runtime in a gVisor
 // copy), first bytes of /dev/urandom, address. The parent runs on.
 func TestFork(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) { testFork(t, d, rt) })
@@ -141,6 +142,7 @@ awk '$2 == "00000000" { print $3 }' /proc/net/route; cat /srv/state; cat /tmp/co
 // restart, restored as new sandboxes, refused with a clear error where
 // they cannot be restored, and removed.
 func TestMemorySnapshots(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) {

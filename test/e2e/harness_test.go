@@ -3,9 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,6 +45,13 @@ func runMain(m *testing.M) int {
 	if skipWhy != "" {
 		return m.Run()
 	}
+	if err := hostLock(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: the host lock:", err)
+		return 1
+	}
+	sweep()
+	defer sweep()
+	defer theWorld.tb.done()
 	dir, err := os.MkdirTemp("", "corral-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -72,11 +79,18 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // daemon is one `corral serve` process under test.
 type daemon struct {
-	t      testing.TB
-	state  string
-	addr   string
-	envd   string   // the envd face's address (--envd-listen)
-	net    []string // network flags, fixed for the daemon's life
+	t     testing.TB
+	state string
+	// addr is the API's address: "" before the first start (it listens on
+	// port 0 and the ready file tells the port), then kept across
+	// restarts; envd is the envd face's.
+	addr string
+	envd string
+	// net are the serve flags beside --listen and the paths: the slot's
+	// network, the other listeners (given port 0, rewritten to the bound
+	// address after the first start) and the test's own.
+	net    []string
+	exited chan struct{} // closed when the process has exited
 	token  string
 	cmd    *exec.Cmd
 	log    *bytes.Buffer
@@ -100,35 +114,37 @@ func startDaemonTee(t testing.TB, tee io.Writer, extra ...string) *daemon {
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
-	state, err := os.MkdirTemp("", "corral-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No warm pool unless the test asks for one (a flag given later wins):
-	// pools fill in the background, and most tests count sandboxes.
-	// The envd face listens on a port of its own for each daemon (its
-	// default, 49983, is one per host).
-	envd := freeAddr(t)
-	flags := append(testNetFlags(t), "--warm-pool", "0", "--envd-listen", envd)
-	d := &daemon{t: t, state: state, addr: freeAddr(t), envd: envd, net: append(flags, extra...), tee: tee}
+	state := newStateDir(t)
+	d := newDaemon(t, state, extra...)
+	d.tee = tee
 	d.start()
 	t.Cleanup(func() { d.teardown() })
 	return d
 }
 
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+// newDaemon is a daemon (not started) on state with a network slot of its
+// own, no warm pool unless a flag given later asks for one (pools fill in
+// the background, and most tests count sandboxes), and the envd face and
+// ports origin on loopback port 0; extra are more serve flags.
+func newDaemon(t testing.TB, state string, extra ...string) *daemon {
+	t.Helper()
+	flags := append(takeSlot(t).flags(), "--warm-pool", "0", "--envd-listen", "127.0.0.1:0", "--ports-listen", "127.0.0.1:0")
+	return &daemon{t: t, state: state, net: append(flags, extra...)}
 }
 
 func (d *daemon) start() {
 	d.t.Helper()
+	if asksVM(d.net) {
+		holdVM(d.t)
+	}
 	d.log = &bytes.Buffer{}
-	args := append([]string{"serve", "--listen", d.addr, "--state-dir", d.state,
+	listen := d.addr
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	ready := d.state + ".ready"
+	_ = os.Remove(ready)
+	args := append([]string{"serve", "--listen", listen, "--state-dir", d.state, "--ready-file", ready,
 		"--runsc", runscBin, "--base-rootfs", rootfs, "--vm-kernel", vmKernel, "--log-level", "debug"}, d.net...)
 	d.cmd = exec.Command(binary, args...)
 	var out io.Writer = d.log
@@ -140,42 +156,96 @@ func (d *daemon) start() {
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}
-	// The API answers once the sandboxes of the state directory are
-	// reconciled, and one whose agent does not answer is given the agent
-	// timeout (30 s) before it is ended: the wait must outlast it.
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := d.httpClient().Get(d.base() + "/v1/health")
-		if err == nil {
-			resp.Body.Close()
-			tok, err := os.ReadFile(filepath.Join(d.state, "token"))
-			if err != nil {
-				d.t.Fatal(err)
-			}
-			d.token = strings.TrimSpace(string(tok))
-			d.client = corral.New(d.base(), d.token)
-			d.client.HTTP = d.httpClient()
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	exited := make(chan struct{})
+	d.exited = exited
+	go func() { _ = d.cmd.Wait(); close(exited) }()
+	// The daemon writes its ready file once it serves, after the
+	// sandboxes of the state directory are reconciled (one whose agent
+	// does not answer is given the agent timeout, 30 s, before it is
+	// ended): the wait must outlast it.
+	r, err := waitReady(ready, exited, 90*time.Second)
+	if err != nil {
+		d.t.Fatalf("daemon did not come up: %v\n%s", err, d.log)
 	}
-	d.t.Fatalf("daemon did not come up:\n%s", d.log)
+	d.addr = r.Listen
+	d.setFlag("--envd-listen", r.EnvdListen)
+	d.setFlag("--ports-listen", r.PortsListen)
+	d.setFlag("--metrics-listen", r.MetricsListen)
+	d.envd = r.EnvdListen
+	tok, err := os.ReadFile(filepath.Join(d.state, "token"))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.token = strings.TrimSpace(string(tok))
+	d.client = corral.New(d.base(), d.token)
+	d.client.HTTP = d.httpClient()
+}
+
+// ready is what a daemon's --ready-file holds (daemon.Ready).
+type ready struct {
+	Listen        string `json:"listen"`
+	EnvdListen    string `json:"envd_listen"`
+	PortsListen   string `json:"ports_listen"`
+	MetricsListen string `json:"metrics_listen"`
+	PID           int    `json:"pid"`
+}
+
+// waitReady waits for a server's ready file, or its exit.
+func waitReady(path string, exited <-chan struct{}, limit time.Duration) (ready, error) {
+	var r ready
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			return r, json.Unmarshal(b, &r)
+		}
+		select {
+		case <-exited:
+			return r, fmt.Errorf("it exited")
+		case <-deadline.C:
+			return r, fmt.Errorf("no ready file after %s", limit)
+		case <-tick.C:
+		}
+	}
+}
+
+// setFlag sets every occurrence of a serve flag in d.net (the last one is
+// what serve takes), when the value is not empty.
+func (d *daemon) setFlag(name, value string) {
+	for i := range d.net {
+		if d.net[i] == name && i+1 < len(d.net) && value != "" {
+			d.net[i+1] = value
+		}
+	}
 }
 
 // kill9 kills the daemon the hard way (its sandboxes keep running).
 func (d *daemon) kill9() {
 	_ = d.cmd.Process.Signal(syscall.SIGKILL)
-	_, _ = d.cmd.Process.Wait()
+	<-d.exited
 }
 
 func (d *daemon) stop() {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _, _ = d.cmd.Process.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-d.exited:
 	case <-time.After(15 * time.Second):
 		d.kill9()
+	}
+}
+
+// running reports whether the daemon's process is alive.
+func (d *daemon) running() bool {
+	if d.exited == nil {
+		return false
+	}
+	select {
+	case <-d.exited:
+		return false
+	default:
+		return true
 	}
 }
 
@@ -197,13 +267,19 @@ func (d *daemon) teardown() {
 	}
 	_ = syscall.Unmount(filepath.Join(d.state, "runsc", "null-netns"), syscall.MNT_DETACH)
 	_ = os.RemoveAll(d.state)
+	_ = os.Remove(d.state + ".ready")
 }
 
 // cli runs the corral CLI against this daemon with stdin and returns
 // stdout, stderr and the exit code.
 func (d *daemon) cli(stdin string, args ...string) (string, string, int) {
 	d.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	if asksVM(args) {
+		holdVM(d.t)
+	}
+	// A bound against a hung CLI, not a measure: an image build from the
+	// package archives takes minutes on a loaded 2-core host.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token)
@@ -255,17 +331,4 @@ func (d *daemon) api(method, path, token, body string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// testNetFlags gives each test daemon its own nftables table, veth prefix,
-// address pool and ports, so it never touches a real daemon's (or another
-// test's) network state.
-func testNetFlags(t testing.TB) []string {
-	port := func() string {
-		a := freeAddr(t)
-		return a[strings.LastIndex(a, ":")+1:]
-	}
-	return []string{"--net-table", "corral-e2e", "--net-link-prefix", "cre",
-		"--net-pool", "10.89.0.0/16", "--dns-port", port(), "--proxy-port", port(), "--net-log-group", "7718",
-		"--ports-listen", freeAddr(t)}
 }

@@ -149,10 +149,10 @@ func (d *daemon) probeLAN(t *testing.T, id string) map[string]string {
 
 // waitHostnetSet waits until the daemon's hostnet set holds the LAN (or
 // no longer does): the daemon saw the host's new address.
-func waitHostnetSet(t *testing.T, want bool) {
+func (d *daemon) waitHostnetSet(t *testing.T, want bool) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() bool {
-		out, err := exec.Command("nft", "list", "set", "inet", "corral-e2e", "hostnet").Output()
+	waitFor(t, 10*time.Second, "the hostnet set to follow the LAN", func() bool {
+		out, err := exec.Command("nft", "list", "set", "inet", d.flag("--net-table"), "hostnet").Output()
 		return err == nil && strings.Contains(string(out), lanNet) == want
 	})
 }
@@ -165,6 +165,7 @@ func waitHostnetSet(t *testing.T, want bool) {
 // neighbour, never the host's address. The daemon's oom_score_adj is below
 // every process of a running sandbox.
 func TestHostLAN(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -173,7 +174,7 @@ func TestHostLAN(t *testing.T) {
 		// The LAN appears while the daemon runs: its address subscription
 		// must put it in the set.
 		neighbour, host := hostLAN(t)
-		waitHostnetSet(t, true)
+		d.waitHostnetSet(t, true)
 		for _, rt := range runtimes {
 			t.Run(rt, func(t *testing.T) {
 				id := d.create("--runtime", rt)
@@ -203,7 +204,7 @@ func TestHostLAN(t *testing.T) {
 	t.Run("allow-range", func(t *testing.T) {
 		neighbour, host := hostLAN(t)
 		d := startDaemon(t, "--allow-range", lanNet)
-		waitHostnetSet(t, false)
+		d.waitHostnetSet(t, false)
 		for _, rt := range runtimes {
 			t.Run(rt, func(t *testing.T) {
 				id := d.create("--runtime", rt)
@@ -231,7 +232,7 @@ func TestHostLAN(t *testing.T) {
 func (d *daemon) waitEvents(t *testing.T, id string, want []string) {
 	t.Helper()
 	var msgs []string
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	if poll(15*time.Second, func() bool {
 		evs, err := d.client.Events(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
@@ -241,13 +242,14 @@ func (d *daemon) waitEvents(t *testing.T, id string, want []string) {
 			msgs = append(msgs, e.Kind+": "+e.Message)
 		}
 		all := strings.Join(msgs, "\n")
-		missing := false
 		for _, w := range want {
-			missing = missing || !strings.Contains(all, w)
+			if !strings.Contains(all, w) {
+				return false
+			}
 		}
-		if !missing {
-			return
-		}
+		return true
+	}) {
+		return
 	}
 	t.Errorf("the events of %s lack some of %q:\n%s", id, want, strings.Join(msgs, "\n"))
 }

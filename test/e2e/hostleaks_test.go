@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,23 +25,23 @@ func (d *daemon) assertHostClean(t *testing.T, ids []string) {
 	d.assertNoLeaks(t, ids)
 	d.assertNoNetworkLeft(t)
 	var left []string
-	for i := 0; i < 50; i++ { // processes being reaped get a moment
-		if left = d.hostLeftovers(); len(left) == 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	if poll(5*time.Second, func() bool { left = d.hostLeftovers(); return len(left) == 0 }) { // processes being reaped get a moment
+		return
 	}
 	t.Errorf("left on the host once everything was removed:\n%s", strings.Join(left, "\n"))
 }
 
 // perSandboxNft matches the nftables objects of one sandbox (chains, sets,
-// counters and limits named sb<index>_…) and its host link in the maps.
-var perSandboxNft = regexp.MustCompile(`\b(chain|set|map|counter|limit) sb[0-9a-f]+_|"cre[0-9a-f]+"`)
+// counters and limits named sb<index>_…) and, in the maps, a host link of
+// the daemon's prefix.
+func perSandboxNft(linkPrefix string) *regexp.Regexp {
+	return regexp.MustCompile(`\b(chain|set|map|counter|limit) sb[0-9a-f]+_|"` + regexp.QuoteMeta(linkPrefix) + `[0-9a-f]+"`)
+}
 
 func (d *daemon) hostLeftovers() []string {
 	var out []string
 	self := 0
-	if d.cmd != nil && d.cmd.ProcessState == nil {
+	if d.running() {
 		self = d.cmd.Process.Pid
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -64,19 +65,36 @@ func (d *daemon) hostLeftovers() []string {
 		}
 	}
 	if b, err := exec.Command("nft", "list", "table", "inet", d.flag("--net-table")).Output(); err == nil {
+		re := perSandboxNft(d.flag("--net-link-prefix"))
 		for _, line := range strings.Split(string(b), "\n") {
-			if perSandboxNft.MatchString(line) {
+			if re.MatchString(line) {
 				out = append(out, "nftables: "+strings.TrimSpace(line))
 			}
 		}
 	}
 	pool := d.flag("--net-pool")
-	prefix := pool[:strings.LastIndex(pool, ".0.0/")] + "."
-	if b, err := exec.Command("ip", "-o", "addr", "show").Output(); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, " "+prefix) {
-				out = append(out, "address: "+line)
-			}
+	for _, line := range poolAddrs(pool) {
+		out = append(out, "address: "+line)
+	}
+	return out
+}
+
+// poolAddrs lists the host's addresses (lines of `ip -o addr show`) in
+// the pool.
+func poolAddrs(pool string) []string {
+	p, err := netip.ParsePrefix(pool)
+	if err != nil {
+		return []string{"bad pool " + pool}
+	}
+	b, _ := exec.Command("ip", "-o", "addr", "show").Output()
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[2] != "inet" {
+			continue
+		}
+		if a, err := netip.ParsePrefix(f[3]); err == nil && p.Contains(a.Addr()) {
+			out = append(out, line)
 		}
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 // the same in hostname, /etc/hostname and /etc/hosts, localhost resolves;
 // and inspect shows the address and gateway the sandbox really has.
 func TestBaseImageAndIdentity(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) {

@@ -72,6 +72,7 @@ func testImage(t testing.TB) v1.Image {
 }
 
 func TestImageImportAndRun(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	archive := filepath.Join(t.TempDir(), "img.tar")
 	ref, _ := name.ParseReference("test/tool:1")
@@ -100,6 +101,7 @@ func TestImageImportAndRun(t *testing.T) {
 
 // An image served by a registry on loopback is pulled and runs.
 func TestImagePullFromRegistry(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	host, _ := serveTestImage(t)
 	d.mustCLI("image", "pull", host+"/tools/corral:v1")
@@ -111,6 +113,7 @@ func TestImagePullFromRegistry(t *testing.T) {
 
 // 20 sandboxes from one image share one copy of its layers.
 func TestImageLayersShared(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	archive := filepath.Join(t.TempDir(), "img.tar")
 	ref, _ := name.ParseReference("test/shared:1")

@@ -9,6 +9,7 @@ import (
 // survives it. With --kill-tree it does not. Both runtimes; and the
 // open-file limit is the same on both (1,048,576).
 func TestExecKillTree(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	for _, rt := range []string{"gvisor", "vm"} {
 		t.Run(rt, func(t *testing.T) {

@@ -53,11 +53,8 @@ func (d *daemon) leftovers(ids []string) []string {
 func (d *daemon) assertNoLeaks(t *testing.T, ids []string) {
 	t.Helper()
 	var left []string
-	for i := 0; i < 50; i++ {
-		if left = d.leftovers(ids); len(left) == 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	if poll(5*time.Second, func() bool { left = d.leftovers(ids); return len(left) == 0 }) {
+		return
 	}
 	t.Fatalf("leaked after terminate:\n%s", strings.Join(left, "\n"))
 }

@@ -11,6 +11,7 @@ import (
 )
 
 func TestEntrypointTimeoutAndKill(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t) // one daemon serves both runtimes
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) { testEntrypointTimeoutAndKill(t, d, rt) })
@@ -65,6 +66,7 @@ func testEntrypointTimeoutAndKill(t *testing.T, d *daemon, rt string) {
 }
 
 func TestCreateRemoveLoopLeavesNothing(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	var ids []string
 	for i := 0; i < 20; i++ {
@@ -79,6 +81,7 @@ func TestCreateRemoveLoopLeavesNothing(t *testing.T) {
 }
 
 func TestInspectAndList(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create("--name", "box1", "--tag", "team=infra", "--cpu", "0.5", "--cpu-limit", "1", "--memory", "128", "--memory-limit", "256", "--env", "GREETING=hi", "--workdir", "/tmp")
 	var sb apiv1.Sandbox
@@ -100,6 +103,7 @@ func TestInspectAndList(t *testing.T) {
 // After kill -9 of the daemon and a restart, every sandbox is either running
 // and usable or terminated, and nothing leaks.
 func TestDaemonKill9Recovery(t *testing.T) {
+	t.Parallel()
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) { testDaemonKill9Recovery(t, rt) })
 	}
@@ -143,6 +147,7 @@ func testDaemonKill9Recovery(t *testing.T, rt string) {
 }
 
 func TestPTYShell(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -168,6 +173,7 @@ func TestPTYShell(t *testing.T) {
 
 // A background process can be listed and re-attached to.
 func TestBackgroundProcessAttach(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create()
 	pid := strings.TrimSpace(d.mustCLI("exec", "-d", id, "--", "sh", "-c", "echo early; sleep 1; echo late; exit 4"))

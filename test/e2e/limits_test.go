@@ -12,6 +12,7 @@ import (
 // A memory hog under --memory-limit 256 is killed or contained, and the
 // daemon and a neighbour keep working.
 func TestMemoryHogContained(t *testing.T) {
+	// Not parallel: it drives the host toward its memory limit.
 	d := startDaemon(t)
 	neighbour := d.create()
 	hog := d.create("--memory-limit", "256")
@@ -29,15 +30,12 @@ func TestMemoryHogContained(t *testing.T) {
 	// Either the hog's sandbox survived (the process was killed inside) and
 	// still works, or the whole sandbox was killed and is cleaned up.
 	var sb apiv1.Sandbox
-	for i := 0; i < 100; i++ {
+	poll(10*time.Second, func() bool {
 		if err := json.Unmarshal([]byte(d.mustCLI("inspect", hog)), &sb); err != nil {
 			t.Fatal(err)
 		}
-		if sb.State != "terminating" {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return sb.State != "terminating"
+	})
 	switch sb.State {
 	case "running":
 		if got := d.mustCLI("exec", hog, "--", "echo", "survived"); got != "survived\n" {
@@ -56,6 +54,7 @@ func TestMemoryHogContained(t *testing.T) {
 
 // A fork bomb in one sandbox does not stop another from running echo.
 func TestForkBombContained(t *testing.T) {
+	// Not parallel: it drives the host toward its process limit.
 	d := startDaemon(t)
 	bomb := d.create("--memory-limit", "256", "--cpu-limit", "1")
 	other := d.create()
@@ -72,6 +71,7 @@ func TestForkBombContained(t *testing.T) {
 
 // A process that ignores SIGTERM and double-forks is gone after rm.
 func TestStubbornProcessGoneAfterRm(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create()
 	d.mustCLI("exec", id, "--", "sh", "-c", "(trap '' TERM; sh -c \"trap '' TERM; while :; do sleep 1; done\" &) ; sleep 0.2")
@@ -84,6 +84,7 @@ func TestStubbornProcessGoneAfterRm(t *testing.T) {
 
 // The writable layer is bounded: a sandbox cannot fill the host's disk.
 func TestDiskLimit(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create("--disk", "0.25")
 	out, errs, code := d.cli("", "exec", id, "--", "dd", "if=/dev/zero", "of=/root/fill", "bs=1M", "count=400")

@@ -24,6 +24,7 @@ import (
 // over HTTP a bad token is refused with 401; a sandbox with a volume and
 // a secret reads the volume's file and has the secret as env.
 func TestMCP(t *testing.T) {
+	t.Parallel()
 	npm, err := exec.LookPath("npm")
 	if err != nil {
 		t.Skip("needs node and npm (the MCP client's tests are an npm project)")

@@ -70,6 +70,7 @@ func sample(fams map[string]*dto.MetricFamily, name string, labels map[string]st
 // without the token. And an API error's request id found in the daemon's
 // JSON log.
 func TestPrometheusMetrics(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--dns-upstream", fakeDNS(t))
 	url := "http://" + d.addr + "/metrics"
 	if code, _ := scrape(t, url, ""); code != http.StatusUnauthorized {
@@ -101,17 +102,12 @@ func TestPrometheusMetrics(t *testing.T) {
 	running := map[string]string{"runtime": "gvisor", "state": "running"}
 	var after map[string]*dto.MetricFamily
 	// The decisions reach the counter as the resolver reports them.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !poll(10*time.Second, func() bool {
 		_, after = scrape(t, url, d.token)
-		if sample(after, "corral_egress_decisions_total", map[string]string{"decision": "denied", "via": "dns"}) >= 1 &&
-			sample(after, "corral_egress_decisions_total", map[string]string{"decision": "allowed", "via": "dns"}) >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no allowed and denied dns decisions counted: %v", after["corral_egress_decisions_total"])
-		}
-		time.Sleep(100 * time.Millisecond)
+		return sample(after, "corral_egress_decisions_total", map[string]string{"decision": "denied", "via": "dns"}) >= 1 &&
+			sample(after, "corral_egress_decisions_total", map[string]string{"decision": "allowed", "via": "dns"}) >= 1
+	}) {
+		t.Fatalf("no allowed and denied dns decisions counted: %v", after["corral_egress_decisions_total"])
 	}
 	for _, c := range []struct {
 		name   string
@@ -144,20 +140,16 @@ func TestPrometheusMetrics(t *testing.T) {
 	}
 	// The request's log line is written once its answer is sent: the
 	// answer may reach us first.
-	logged := false
-	for deadline := time.Now().Add(10 * time.Second); !logged && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		logged = loggedJSON(d.log.String(), e.Error.RequestID)
-	}
-	if !logged {
+	if !poll(10*time.Second, func() bool { return loggedJSON(d.log.String(), e.Error.RequestID) }) {
 		t.Errorf("request id %s not in the daemon's JSON log", e.Error.RequestID)
 	}
 
 	// Restarted with --metrics-listen: /metrics there without a token, and
 	// gone from the API listener; the adopted sandbox still counted.
 	d.stop()
-	maddr := freeAddr(t)
-	d.net = append(d.net, "--metrics-listen", maddr)
+	d.net = append(d.net, "--metrics-listen", "127.0.0.1:0")
 	d.start()
+	maddr := d.flag("--metrics-listen")
 	if code, _ := scrape(t, url, d.token); code != http.StatusNotFound {
 		t.Errorf("/metrics on the API listener with --metrics-listen: %d", code)
 	}

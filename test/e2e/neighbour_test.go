@@ -23,6 +23,7 @@ const burnerScript = `for i in $(seq 20); do sh -c 'while :; do :; done' & done;
 // whatever else loads the machine weighs on both alike; the medians are
 // compared.
 func TestNoisyNeighbour(t *testing.T) {
+	// Not parallel: it measures latency beside a CPU burner (the quiet phase runs it alone).
 	const samples = 9
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -19,14 +20,30 @@ func npmEnviron(extra ...string) []string {
 	return slices.Clip(append(env, extra...))
 }
 
+// npmInstalls are the npm projects installed in this run, by directory:
+// tests that share a project (run in parallel) install it once, since
+// npm ci removes node_modules first.
+var npmInstalls sync.Map // dir -> *npmInstall
+
+type npmInstall struct {
+	once sync.Once
+	out  []byte
+	err  error
+}
+
 // npmCI installs the pinned packages of the npm project in dir (npm ci),
-// failing t with npm's output.
+// once a run, failing t with npm's output.
 func npmCI(ctx context.Context, t *testing.T, npm, dir string, env []string) {
 	t.Helper()
-	ci := exec.CommandContext(ctx, npm, "ci", "--no-progress")
-	ci.Dir, ci.Env = dir, env
-	if out, err := ci.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+	v, _ := npmInstalls.LoadOrStore(dir, &npmInstall{})
+	in := v.(*npmInstall)
+	in.once.Do(func() {
+		ci := exec.CommandContext(ctx, npm, "ci", "--no-progress")
+		ci.Dir, ci.Env = dir, env
+		in.out, in.err = ci.CombinedOutput()
+	})
+	if in.err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", dir, in.err, in.out)
 	}
 }
 

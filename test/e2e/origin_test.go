@@ -20,6 +20,7 @@ import (
 // or Authorization header; the cookie it tries to plant does not replace
 // the console's session.
 func TestPortsOriginBrowser(t *testing.T) {
+	t.Parallel()
 	npm, chromium, proj := browserProject(t)
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -86,14 +87,12 @@ func TestPortsOriginBrowser(t *testing.T) {
 // waitServing waits until port 8000 of sandbox id answers through the API.
 func waitServing(t *testing.T, d *daemon, id string) {
 	t.Helper()
-	for i := 0; i < 100; i++ {
-		_, stderr, code := d.cli("", "exec", id, "--", "python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/')")
-		if code == 0 {
-			return
-		}
-		if i == 99 {
-			t.Fatalf("the page's server does not answer: exit %d\n%s", code, stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var stderr string
+	var code int
+	if !poll(15*time.Second, func() bool {
+		_, stderr, code = d.cli("", "exec", id, "--", "python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/')")
+		return code == 0
+	}) {
+		t.Fatalf("the page's server does not answer: exit %d\n%s", code, stderr)
 	}
 }

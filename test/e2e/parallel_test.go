@@ -19,6 +19,7 @@ import (
 // removed nothing of them is left: no process, mount, cgroup, directory,
 // network namespace, link or slot.
 func TestHundredParallelCreates(t *testing.T) {
+	// Not parallel: a hundred creates at once measure the daemon under load, which other tests would add to.
 	const n = 100
 	d := startDaemon(t, "--max-sandboxes", "128")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -92,10 +93,11 @@ func (d *daemon) assertNoNetworkLeft(t *testing.T) {
 	}
 }
 
-// flag returns the value the daemon was started with for a flag.
+// flag returns the value the daemon was started with for a flag (the
+// last one given, which is what serve takes).
 func (d *daemon) flag(name string) string {
-	for i, a := range d.net {
-		if a == name && i+1 < len(d.net) {
+	for i := len(d.net) - 2; i >= 0; i-- {
+		if d.net[i] == name {
 			return d.net[i+1]
 		}
 	}

@@ -13,6 +13,7 @@ import (
 // resume, with a daemon restart in between the second time; paused time
 // does not count against the timeout.
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -88,10 +89,8 @@ exit 1`
 			t.Errorf("round %d: the counter was %d before the pause and %d after (at most %d in the %s it ran): it did not continue where it was",
 				round, c1, c2, most, ran.Round(time.Millisecond))
 		}
-		c3 := count()
-		for deadline := time.Now().Add(5 * time.Second); c3 <= c2 && time.Now().Before(deadline); c3 = count() {
-			time.Sleep(100 * time.Millisecond)
-		}
+		var c3 int
+		poll(5*time.Second, func() bool { c3 = count(); return c3 > c2 })
 		if c3 <= c2 {
 			t.Errorf("round %d: the counter stopped after the resume (%d, then %d for 5 s)", round, c2, c3)
 		}
@@ -119,6 +118,7 @@ exit 1`
 // With --auto-pause, an idle sandbox is paused instead of ended, and the
 // next command on it resumes it where it was.
 func TestAutoPause(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create("--idle-timeout", "2s", "--auto-pause")
 	d.mustCLI("exec", id, "--", "sh", "-c",
@@ -132,12 +132,8 @@ func TestAutoPause(t *testing.T) {
 		}
 		return sb.State
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for state() != "paused" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the idle sandbox is %s, not paused", state())
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !poll(30*time.Second, func() bool { return state() == "paused" }) {
+		t.Fatalf("the idle sandbox is %s, not paused", state())
 	}
 	n1, err := strconv.Atoi(strings.TrimSpace(d.mustCLI("exec", id, "--", "cat", "/tmp/count")))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // pause's image replaces the last one, which is removed, and the last is
 // removed when the sandbox ends.
 func TestPauseFilesystem(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -132,13 +133,7 @@ setsid sleep 1000 </dev/null >/dev/null 2>&1 &`)
 func testPauseFilesystemOnTimeout(t *testing.T, d *daemon) {
 	id := d.create("--timeout", "3s", "--pause-on-timeout", "--pause-filesystem")
 	d.mustCLI("exec", id, "--", "sh", "-c", "echo kept > /root/marker")
-	deadline := time.Now().Add(60 * time.Second)
-	for sb := d.inspectPaused(t, id); sb.State != "paused"; sb = d.inspectPaused(t, id) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the sandbox is %+v a minute after its 3 s timeout", sb)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitFor(t, 60*time.Second, "the sandbox paused at its 3 s timeout", func() bool { return d.inspectPaused(t, id).State == "paused" })
 	if sb := d.inspectPaused(t, id); sb.PauseKind != "filesystem" {
 		t.Fatalf("paused at its timeout as %q, not filesystem", sb.PauseKind)
 	}

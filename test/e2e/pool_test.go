@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -29,6 +30,7 @@ func (d *daemon) sandboxDirs() []string {
 // the caller's env, name and network policy; 50 creates in parallel all
 // succeed, and nothing leaks.
 func TestWarmPoolCreates(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--warm-pool", "2")
 	d.poolReady(2)
 	pooled := d.sandboxDirs()
@@ -87,21 +89,17 @@ func (d *daemon) poolReady(n int) {
 // poolReadyWithin is poolReady with a deadline of its own.
 func (d *daemon) poolReadyWithin(n int, within time.Duration) {
 	d.t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	waitFor(d.t, within, fmt.Sprintf("the warm pool to reach %d ready sandboxes", n), func() bool {
 		_, body := d.api("GET", "/v1/version", d.token, "")
 		var v apiv1.Version
-		if json.Unmarshal([]byte(body), &v) == nil && v.WarmPool != nil && v.WarmPool.Ready == n {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	d.t.Fatalf("the warm pool did not reach %d ready sandboxes", n)
+		return json.Unmarshal([]byte(body), &v) == nil && v.WarmPool != nil && v.WarmPool.Ready == n
+	})
 }
 
 // A daemon left to its defaults keeps a warm pool sized from the machine,
 // reports its hits and misses, and a plain create takes from it.
 func TestDefaultWarmPool(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--warm-pool", "-1")
 	want := min(max(runtime.NumCPU(), 1), 8)
 	d.poolReady(want)
@@ -122,6 +120,7 @@ func TestDefaultWarmPool(t *testing.T) {
 // template and refills by restoring copies of it (each with its own
 // identity); a restarted daemon refills from the same template.
 func TestVMWarmPoolRefillsFromTemplate(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--warm-pool-spec", "size=1,runtime=vm")
 	d.poolReadyWithin(1, 3*time.Minute)
 	first := d.create("--runtime", "vm")

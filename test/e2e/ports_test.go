@@ -30,6 +30,7 @@ while True:
 `
 
 func TestExposedPorts(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create("--expose", "8000", "--expose", "9000", "--expose-public", "8001")
 	d.mustCLI("exec", id, "--", "sh", "-c", "mkdir -p /srv && echo hello-from-sandbox > /srv/index.html")

@@ -22,6 +22,7 @@ import (
 // the secret nor a port token is in the database's files, the log or the
 // events; and the modes are private one by one.
 func TestPrivateAtRest(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -40,9 +41,8 @@ func TestPrivateAtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	inside := bindInto(t, state, map[string]string{"bin/runsc": runscBin, "rootfs/debian-bookworm": rootfs, "vm/kernel/current": vmKernel})
-	flags := append(testNetFlags(t), "--warm-pool", "0", "--runsc", inside["bin/runsc"],
+	d := newDaemon(t, state, "--runsc", inside["bin/runsc"],
 		"--base-rootfs", inside["rootfs/debian-bookworm"], "--vm-kernel", inside["vm/kernel/current"], "--log-file", logFile)
-	d := &daemon{t: t, state: state, addr: freeAddr(t), net: flags}
 	d.start()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -113,10 +113,7 @@ func TestPrivateAtRest(t *testing.T) {
 // 0644 database (an empty file is an empty SQLite database) and a 0644
 // entrypoint log in a 0755 logs dir.
 func olderStateDir(t *testing.T) string {
-	state, err := os.MkdirTemp("", "corral-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	state := newStateDir(t)
 	for _, d := range []string{"", "logs", "net/slots"} {
 		if err := os.MkdirAll(filepath.Join(state, d), 0o755); err != nil {
 			t.Fatal(err)

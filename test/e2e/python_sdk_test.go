@@ -17,6 +17,7 @@ import (
 // the tests create their sandboxes there (gVisor; one on a QEMU guest).
 // It fails with the suite's output.
 func TestPythonSDK(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("needs python3 (the SDK's tests are a unittest suite)")

@@ -13,11 +13,12 @@ import (
 // are pruned once the retention has passed since it ended, by the daemon
 // on its own; a running sandbox keeps all three.
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--retention", "3s")
 	ended := d.create("--entrypoint", "echo from-the-entrypoint; sleep 600")
 	live := d.create("--entrypoint", "echo still-here; sleep 600")
 	for _, id := range []string{ended, live} {
-		waitFor(t, 30*time.Second, func() bool {
+		waitFor(t, 30*time.Second, "the entrypoint's first line", func() bool {
 			out, _, _ := d.cli("", "logs", id)
 			return strings.Contains(out, "from-the-entrypoint") || strings.Contains(out, "still-here")
 		})
@@ -35,7 +36,7 @@ func TestRetention(t *testing.T) {
 	}
 	logFile := filepath.Join(d.state, "logs", ended+".log")
 	start := time.Now()
-	waitFor(t, 60*time.Second, func() bool {
+	waitFor(t, 60*time.Second, "the ended sandbox pruned", func() bool {
 		_, _, code := d.cli("", "inspect", ended)
 		return code != 0
 	})
@@ -59,11 +60,3 @@ func TestRetention(t *testing.T) {
 
 // waitFor polls cond every 100 ms until it holds, failing the test after
 // timeout.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not so after %s", timeout)
-		}
-	}
-}

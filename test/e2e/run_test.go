@@ -8,6 +8,7 @@ import (
 
 // The first must-show of the foundation: corral run as a user types it.
 func TestRun(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	tests := []struct {
 		name             string

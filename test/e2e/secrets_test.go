@@ -63,6 +63,7 @@ func grepPattern(v string) string {
 // next request; all of it survives kill -9; bad input is a 4xx that never
 // echoes a value.
 func TestSecrets(t *testing.T) {
+	t.Parallel()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}

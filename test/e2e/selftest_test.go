@@ -14,6 +14,7 @@ import (
 // daemon: every case must be contained on both runtimes. Its table is the
 // test's log.
 func TestSelftest(t *testing.T) {
+	// Not parallel: its cases time a neighbour beside a burner (the quiet phase runs it alone).
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}

@@ -12,6 +12,7 @@ import (
 // answer and by the CLI; the rest of the sandbox's files are in it. A
 // socket is left out too, unlisted (neither runtime's export carries one).
 func TestSnapshotFSLeftOut(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 // new sandboxes of either runtime start with the files present; the
 // sandbox keeps running, and deletions carry over too.
 func TestSnapshotFS(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	for _, rt := range runtimes {
 		t.Run("from "+rt, func(t *testing.T) {

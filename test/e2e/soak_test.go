@@ -46,6 +46,8 @@ const (
 // host, and the daemon's resident memory, goroutines and open descriptors
 // stay flat from after a warm-up to the end.
 func TestSoak(t *testing.T) {
+	// Not parallel: a thousand cycles are a load of their own, which
+	// beside the rest stretched every test's time by a third.
 	d := startDaemon(t, "--warm-pool", "2")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

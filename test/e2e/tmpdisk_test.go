@@ -12,6 +12,7 @@ import (
 // bound, and the sandbox survives both. /dev/shm is a tmpfs of half the
 // memory, and df says so.
 func TestTmpOnDisk(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	for _, rt := range runtimes {
 		t.Run(rt, func(t *testing.T) {

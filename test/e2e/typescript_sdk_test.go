@@ -20,6 +20,7 @@ import (
 // example program examples/typescript/agent.mjs runs against the daemon.
 // CORRAL_TS_TESTS (files under sdk/typescript) runs only those.
 func TestTypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("needs node (>= 20) to run the TypeScript SDK's tests")
@@ -68,6 +69,7 @@ func TestTypeScriptSDK(t *testing.T) {
 // (typescript and @types/node pinned there; the SDK itself has no
 // dependencies). It needs no daemon.
 func TestTypeScriptTypes(t *testing.T) {
+	t.Parallel()
 	npm, err := exec.LookPath("npm")
 	if err != nil {
 		t.Skip("needs node and npm (tsc comes from npm)")

@@ -87,6 +87,8 @@ func startUsageServer(t *testing.T) {
 // corral usage --csv. Both runtimes: the vm's CPU is QEMU's cgroup, its
 // traffic goes through a tap, and its pause keeps its cgroup.
 func TestUsageMetering(t *testing.T) {
+	// Not parallel: it meters a busy loop's share of the CPU, which other
+	// tests' load takes.
 	d := startDaemon(t)
 	startUsageServer(t)
 	for _, rt := range []string{"gvisor", "vm"} {

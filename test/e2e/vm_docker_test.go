@@ -63,6 +63,7 @@ func helloArchive(t *testing.T, dir string) string {
 // built here) starts, loads an image from a tarball and runs it. In a
 // gVisor sandbox the same fails.
 func TestVMDocker(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	dir := t.TempDir()
 	_, errs := d.mustBuild(dir, "base: debian:bookworm\nsteps:\n  - apt_install: [docker.io, kmod]\n", "-t", "test/docker:1")

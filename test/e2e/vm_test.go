@@ -24,6 +24,7 @@ func kernelRelease(t *testing.T) string {
 // --runtime vm is a real machine: its own kernel, loop devices, overlay
 // mounts; what gVisor refuses, with a clear error.
 func TestVMRuntime(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	release := kernelRelease(t)
 	if out := d.mustCLI("run", "--runtime", "vm", "--", "uname", "-r"); strings.TrimSpace(out) != release {
@@ -74,6 +75,7 @@ echo high >> /o/merged/f && cat /o/merged/f /o/upper/f`
 // modprobe works in a vm: the kernel's whole module tree is in the guest.
 // The image adds kmod to the base.
 func TestVMModprobe(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	d.mustBuild(t.TempDir(), "base: debian:bookworm\nsteps:\n  - apt_install: [kmod]\n", "-t", "test/kmod:1")
 	out, errs, code := d.cli("", "run", "--runtime", "vm", "--image", "test/kmod:1", "--", "sh", "-c", "modprobe isofs && grep -c '^isofs ' /proc/modules")
@@ -89,6 +91,7 @@ func TestVMModprobe(t *testing.T) {
 // Ten vm sandboxes created and removed leave no qemu process, socket,
 // disk or cgroup behind.
 func TestVMCreateRemoveLeavesNothing(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	var mu sync.Mutex
 	var ids []string
@@ -192,6 +195,7 @@ func readCgroup(t *testing.T, controller, id, v1, v2 string) string {
 // A vm whose QEMU dies (killed from outside) ends as crashed, and nothing
 // of it is left.
 func TestVMCrashReconciled(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	id := d.create("--runtime", "vm")
 	b, err := os.ReadFile(filepath.Join(d.state, "sandboxes", id, "qemu.pid"))

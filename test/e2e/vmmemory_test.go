@@ -12,6 +12,7 @@ import (
 // naming memory_mb and the host's figure; and when QEMU itself fails, the
 // error carries QEMU's own words (its stderr, qemu.log) with no host path.
 func TestVMMemoryBeyondHost(t *testing.T) {
+	// Not parallel: it asks for more guest memory than the host has.
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		t.Skip("no qemu-system-x86_64 on PATH")

@@ -19,6 +19,7 @@ import (
 // refusals (pause, memory snapshot, fork, removal while mounted) and bad
 // input. One daemon for all of it.
 func TestVolumes(t *testing.T) {
+	t.Parallel()
 	var state string
 	// After the daemon's teardown (cleanups run last first): a volume a
 	// failed run left mounted.

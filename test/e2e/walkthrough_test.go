@@ -39,6 +39,7 @@ func readmeBlock(t *testing.T, heading string) string {
 // installed from a local index over HTTPS behind a custom CA, 1 GiB into
 // /tmp with 512 MiB of memory, and a program that outgrows its memory.
 func TestAdopterWalkthrough(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Skip("the walkthrough makes its demo CA with openssl, which is not installed")
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -42,21 +44,89 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(('0.0.0.0', 80), H).serve_forever()
 `
 
-// world is the fake internet and internal network, and a fake upstream DNS.
+// world is the fake internet and internal network, and a fake upstream
+// DNS: one for the package (newWorld), shared by every test that needs it.
 type world struct {
 	dnsAddr string // the fake upstream resolver, on loopback
 	inetNS  string // the "internet" namespace's name
 }
 
-func run(t testing.TB, args ...string) {
+// worldLinkPrefixes start the names of every namespace and host link the
+// package's test networks make (the world's cwi/cwn, and the LAN, usage
+// and secrets worlds of single tests), which TestMain sweeps.
+var worldLinkPrefixes = []string{"cw"}
+
+// tb is what setting up a test network needs of a test: testing.TB, or
+// pkgTB for the world the package shares.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// pkgTB is the package's own tb: a failure panics (newWorld turns it into
+// the calling test's failure), cleanups run when TestMain ends.
+type pkgTB struct {
+	mu       sync.Mutex
+	cleanups []func()
+}
+
+func (*pkgTB) Helper()                           {}
+func (*pkgTB) Fatal(args ...any)                 { panic(fmt.Sprint(args...)) }
+func (*pkgTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+func (p *pkgTB) Cleanup(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cleanups = append(p.cleanups, f)
+}
+
+// done runs the cleanups, last first.
+func (p *pkgTB) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.cleanups) - 1; i >= 0; i-- {
+		p.cleanups[i]()
+	}
+	p.cleanups = nil
+}
+
+func run(t tb, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v: %s", args, err, out)
 	}
 }
 
+// theWorld is the one world of the package, made by the first test that
+// asks and removed when TestMain ends.
+var theWorld struct {
+	once sync.Once
+	w    *world
+	err  string
+	tb   pkgTB
+}
+
+// newWorld is the package's world (made on first use): every test shares
+// its namespaces, addresses and fake resolver.
 func newWorld(t testing.TB) *world {
 	t.Helper()
+	theWorld.once.Do(func() {
+		defer func() {
+			if v := recover(); v != nil {
+				theWorld.err = fmt.Sprint(v)
+			}
+		}()
+		theWorld.w = makeWorld(&theWorld.tb)
+	})
+	if theWorld.err != "" {
+		t.Fatalf("making the test world: %s", theWorld.err)
+	}
+	return theWorld.w
+}
+
+func makeWorld(t tb) *world {
 	b := make([]byte, 3)
 	rand.Read(b)
 	tag := hex.EncodeToString(b)
@@ -70,7 +140,7 @@ func newWorld(t testing.TB) *world {
 // host (hostAddr, on-link), routes each of addrs (as a /32) from the host
 // into it, and starts the HTTP server. The routes are appended: another
 // world's to the same address may exist, and either reaches an answer.
-func addNS(t testing.TB, name, hostAddr string, addrs []string, label string) {
+func addNS(t tb, name, hostAddr string, addrs []string, label string) {
 	run(t, "ip", "netns", "add", name)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
 	run(t, "ip", "link", "add", name, "type", "veth", "peer", "name", "w0", "netns", name)
@@ -98,7 +168,7 @@ func addNS(t testing.TB, name, hostAddr string, addrs []string, label string) {
 // fakeDNS serves allowed.test → 198.51.100.1 and denied.test → 198.51.100.9
 // on loopback; everything else is NXDOMAIN. It stands in for the upstream
 // resolver, which is not under test (and must not be reached).
-func fakeDNS(t testing.TB) string {
+func fakeDNS(t tb) string {
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Waiting in these tests is on a condition, never on the clock alone:
+// poll asks cond until it holds or the limit passes, first after 20 ms and
+// then at doubling intervals up to 250 ms, so what happens at once is seen
+// at once and what takes a while costs little. A plain time.Sleep is left
+// only where time itself is what a test measures or must let pass (a
+// timeout to expire, a rate's window to end).
+
+// poll reports whether cond held within limit.
+func poll(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for delay := 20 * time.Millisecond; !cond(); delay = min(2*delay, 250*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(delay)
+	}
+	return true
+}
+
+// waitFor fails t unless cond holds within limit; what names the
+// condition in the failure.
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !poll(limit, cond) {
+		t.Fatalf("timed out after %s waiting for %s", limit, what)
+	}
+}
+
+// maxVMTests bounds the tests that run vm sandboxes at once: a guest
+// under TCG keeps a core busy while it boots, and this machine has two.
+const maxVMTests = 2
+
+var vmTests = struct {
+	sem  chan struct{}
+	held sync.Map // testing.TB -> true: the test holds a token
+}{sem: make(chan struct{}, maxVMTests)}
+
+// holdVM makes t one of the tests that run vm sandboxes, waiting while
+// maxVMTests others are; t keeps its place until it ends. The harness
+// calls it for t's daemon when a create, a warm pool or the E2B face asks
+// for the vm runtime; a test that starts vm sandboxes another way calls
+// it itself.
+func holdVM(t testing.TB) {
+	if _, loaded := vmTests.held.LoadOrStore(t, true); loaded {
+		return
+	}
+	vmTests.sem <- struct{}{}
+	t.Cleanup(func() {
+		vmTests.held.Delete(t)
+		<-vmTests.sem
+	})
+}
+
+// asksVM reports whether serve or CLI arguments ask for the vm runtime.
+func asksVM(args []string) bool {
+	for i, a := range args {
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		switch {
+		case (a == "--runtime" || a == "--e2b-runtime") && next == "vm", a == "--runtime=vm", a == "--e2b-runtime=vm",
+			a == "--warm-pool-spec" && strings.Contains(next, "runtime=vm"):
+			return true
+		}
+	}
+	return false
+}
