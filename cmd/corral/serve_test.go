@@ -17,8 +17,8 @@ func TestServeRefusesSharedPortsParent(t *testing.T) {
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	// --base-rootfs points nowhere: were the check to pass, the daemon
 	// would stop there rather than start.
-	cmd.SetArgs([]string{"--state-dir", t.TempDir(), "--base-rootfs", "/nonexistent", "--listen", "127.0.0.1:0",
-		"--ports-listen", "127.0.0.1:1", "--ports-domain", "ports.example.com", "--console-host", "corral.example.com"})
+	cmd.SetArgs([]string{"--state-dir", t.TempDir(), "--base-rootfs", "/nonexistent", "--listen", "127.0.0.1:0", "--envd-listen", "",
+		"--ports-listen", "127.0.0.1:0", "--ports-domain", "ports.example.com", "--console-host", "corral.example.com"})
 	err := cmd.Execute()
 	for _, want := range []string{"ports.example.com", "corral.example.com", "share the registrable domain example.com", "a registrable domain of their own", "--ports-domain-shared-parent-ok"} {
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -161,15 +161,17 @@ func metricsInterval(d time.Duration) time.Duration {
 // Run serves until ctx ends. Sandboxes keep running after it returns; the
 // next daemon on the same state dir adopts them.
 func Run(ctx context.Context, cfg Config) error {
+	// The flags are checked before anything binds: a refusal says what
+	// is wrong with them, not that a port is taken.
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
 	lns, err := listen(&cfg)
 	if err != nil {
 		return err
 	}
 	defer lns.close()
 	lns.nodeURLs(&cfg.Cluster)
-	if err := cfg.defaults(); err != nil {
-		return err
-	}
 	log := cfg.Logger
 	protectFromOOM(log)
 	unlock, err := lockState(cfg.StateDir)

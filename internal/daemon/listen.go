@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 
 	"corral/internal/cluster/node"
 	"corral/internal/readyfile"
@@ -22,15 +21,13 @@ type listeners struct {
 	api, envd, ports, metrics net.Listener
 }
 
-// listen binds every listener cfg names; an address given with port 0
-// gets the bound port (its host stays as given: a name there is what the
-// console is opened under).
+// listen binds every listener cfg names (checked by defaults); an
+// address given with port 0 gets the bound port (its host stays as given:
+// a name there is what the console is opened under), and a ports origin
+// on port 0 without a domain gets localhost and that port.
 func listen(cfg *Config) (*listeners, error) {
 	if cfg.Listen == "" {
 		return nil, fmt.Errorf("--listen is required (the API's address)")
-	}
-	if cfg.PortsListen != "" && cfg.PortsListen == cfg.Listen && !strings.HasSuffix(cfg.Listen, ":0") {
-		return nil, fmt.Errorf("--ports-listen %q is the API's --listen: exposed ports must never share the API's (and the console's) origin", cfg.PortsListen)
 	}
 	l := &listeners{}
 	for _, b := range []struct {
@@ -52,6 +49,10 @@ func listen(cfg *Config) (*listeners, error) {
 			return nil, fmt.Errorf("listening on %s (%s): %w", *b.addr, b.flag, err)
 		}
 		*b.ln, *b.addr = ln, boundPort(*b.addr, ln.Addr())
+	}
+	if cfg.PortsListen != "" && cfg.PortsDomain == "" { // it said port 0
+		_, port, _ := net.SplitHostPort(cfg.PortsListen)
+		cfg.PortsDomain = "localhost:" + port
 	}
 	return l, nil
 }

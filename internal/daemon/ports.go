@@ -24,12 +24,12 @@ func (cfg *Config) portsDefaults() error {
 	if err != nil {
 		return fmt.Errorf("--ports-listen %q: %w", cfg.PortsListen, err)
 	}
-	if cfg.PortsListen == cfg.Listen {
+	if cfg.PortsListen == cfg.Listen && port != "0" { // two port 0s bind two ports
 		return fmt.Errorf("--ports-listen %q is the API's --listen: exposed ports must never share the API's (and the console's) origin", cfg.PortsListen)
 	}
 	if cfg.PortsDomain == "" {
 		if port == "0" {
-			return fmt.Errorf("--ports-listen %q has no fixed port: give --ports-domain (the host:port browsers reach it on)", cfg.PortsListen)
+			return nil // localhost and the bound port, once listen binds it
 		}
 		cfg.PortsDomain = "localhost:" + port
 	}
