@@ -7,11 +7,14 @@ import (
 )
 
 // aCase is one attempt of the selftest; only, when set, names the one
-// runtime it applies to.
+// runtime it applies to. An alone case runs after every runtime's other
+// cases, one runtime at a time (the sessions run the others side by side):
+// it times a neighbour, weighs the daemon's memory, or changes the host.
 type aCase struct {
-	name string
-	only string
-	run  func(context.Context, *session) Result
+	name  string
+	only  string
+	alone bool
+	run   func(context.Context, *session) Result
 }
 
 // cases run in this order: the controls first (so the network cases mean
@@ -19,7 +22,7 @@ type aCase struct {
 var cases = []aCase{
 	{name: "reach/control", run: reachControl},
 	{name: "reach/host-addresses", run: reachHostAddresses},
-	{name: "reach/host-lan", run: reachHostLAN},
+	{name: "reach/host-lan", alone: true, run: reachHostLAN},
 	{name: "reach/metadata", run: func(ctx context.Context, s *session) Result { return reachInternal(ctx, s, metadataAddr) }},
 	{name: "reach/internal-range", run: func(ctx context.Context, s *session) Result { return reachInternal(ctx, s, internalAddr) }},
 	{name: "reach/other-sandbox", run: reachOtherSandbox},
@@ -39,12 +42,12 @@ var cases = []aCase{
 	{name: "leak/console-origin", run: leakConsoleOrigin},
 	{name: "leak/signed-url-forever", run: leakSignedForever},
 	{name: "leak/secret-header-trace", run: leakSecretTrace},
-	{name: "exhaust/output", run: exhaustOutput},
+	{name: "exhaust/output", alone: true, run: exhaustOutput},
 	{name: "exhaust/inodes-fds", run: exhaustInodesFDs},
 	{name: "exhaust/disk", run: exhaustDisk},
 	{name: "exhaust/host-backed-paths", run: exhaustHostBacked},
 	{name: "exhaust/fork", run: exhaustFork},
-	{name: "exhaust/cpu-neighbour", run: exhaustCPU},
+	{name: "exhaust/cpu-neighbour", alone: true, run: exhaustCPU},
 	{name: "exhaust/connections", run: exhaustConnections},
 	{name: "exhaust/decision-log", run: exhaustDecisionLog},
 	{name: "exhaust/port-trail", run: exhaustPortTrail},

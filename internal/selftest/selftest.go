@@ -18,6 +18,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"corral/sdk/go/corral"
@@ -71,14 +72,51 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("building the selftest's network: %w", err)
 	}
 	defer w.close()
-	rep := &Report{Version: v.Version}
-	for _, rt := range runtimes {
-		t0 := time.Now()
-		s := newSession(&cfg, rt, w, logf)
-		results := s.run(ctx)
-		rep.Runtimes = append(rep.Runtimes, RuntimeReport{Runtime: rt, Results: results, Seconds: time.Since(t0).Seconds()})
+	return runSessions(ctx, &cfg, runtimes, w, logf, v.Version), nil
+}
+
+// runSessions runs the runtimes' sessions side by side, each in sandboxes
+// of its own, and then, one runtime at a time, the cases that must run
+// alone (they time a neighbour, weigh the daemon's memory, or join the
+// host to a network of its own); each session is cleaned up once its
+// last case is done.
+func runSessions(ctx context.Context, cfg *Config, runtimes []string, w *world, logf func(string, ...any), version string) *Report {
+	sessions := make([]*session, len(runtimes))
+	reports := make([]RuntimeReport, len(runtimes))
+	started := make([]time.Time, len(runtimes))
+	var wg sync.WaitGroup
+	for i, rt := range runtimes {
+		sessions[i], started[i] = newSession(cfg, rt, w, logf), time.Now()
+		reports[i].Runtime = rt
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := sessions[i].start(ctx); r != nil {
+				reports[i].Results, sessions[i] = []Result{*r}, nil
+				return
+			}
+			reports[i].Results = sessions[i].runCases(ctx, false)
+		}()
 	}
-	return rep, nil
+	wg.Wait()
+	for i, s := range sessions {
+		if s != nil {
+			reports[i].Results = inCaseOrder(append(reports[i].Results, s.runCases(ctx, true)...))
+			s.cleanup()
+		}
+		reports[i].Seconds = time.Since(started[i]).Seconds()
+	}
+	return &Report{Version: version, Runtimes: reports}
+}
+
+// inCaseOrder sorts results as the cases are listed.
+func inCaseOrder(rs []Result) []Result {
+	order := map[string]int{}
+	for i, c := range cases {
+		order[c.name] = i
+	}
+	slices.SortStableFunc(rs, func(a, b Result) int { return order[a.Case] - order[b.Case] })
+	return rs
 }
 
 // wanted says whether the case name is selected.

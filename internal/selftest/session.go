@@ -64,16 +64,22 @@ func newSession(cfg *Config, rt string, w *world, logf func(string, ...any)) *se
 		bSeen: &recorder{}, hostSeen: &recorder{}}
 }
 
-// run runs every selected case and always cleans up.
-func (s *session) run(ctx context.Context) []Result {
-	defer s.cleanup()
+// start starts the session's sandboxes; on failure the session's result
+// is that setup, and it is cleaned up.
+func (s *session) start(ctx context.Context) *Result {
 	s.logf("%s: starting the attacker and neighbour sandboxes", s.rt)
 	if err := s.setup(ctx); err != nil {
-		return []Result{{Case: "setup", Status: Inconclusive, Tried: "start the attacker and neighbour sandboxes", Evidence: err.Error()}}
+		s.cleanup()
+		return &Result{Case: "setup", Status: Inconclusive, Tried: "start the attacker and neighbour sandboxes", Evidence: err.Error()}
 	}
+	return nil
+}
+
+// runCases runs the selected cases whose alone is as asked, in order.
+func (s *session) runCases(ctx context.Context, alone bool) []Result {
 	var out []Result
 	for _, c := range cases {
-		if !s.cfg.wanted(c.name) || (c.only != "" && c.only != s.rt) {
+		if c.alone != alone || !s.cfg.wanted(c.name) || (c.only != "" && c.only != s.rt) {
 			continue
 		}
 		s.logf("%s: %s", s.rt, c.name)

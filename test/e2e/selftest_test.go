@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,12 +26,19 @@ func TestSelftest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logFile.Close() }) // after the daemon's teardown, registered later
+	// On failure, the cases that were not contained, after the daemon's
+	// log (cleanups run last registered first): a CI log's tail names them.
+	var out, progress bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("selftest: not contained:\n%s", notContained(out.String()))
+		}
+	})
 	d := startDaemonTee(t, logFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "selftest", "--runtime", "all", "--state-dir", d.state, "--daemon-log", logPath, "--envd", "http://"+d.envd)
 	cmd.Env = append(os.Environ(), "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token)
-	var out, progress bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &progress
 	err = cmd.Run()
 	t.Logf("corral selftest --runtime all:\n%s", out.String())
@@ -40,4 +48,17 @@ func TestSelftest(t *testing.T) {
 	if !bytes.Contains(out.Bytes(), []byte("runtime gvisor")) || !bytes.Contains(out.Bytes(), []byte("runtime vm")) {
 		t.Errorf("the report does not cover both runtimes")
 	}
+}
+
+// notContained is the report's runtime headers and the rows of cases that
+// were not contained.
+func notContained(report string) string {
+	var rows []string
+	for _, l := range strings.Split(report, "\n") {
+		f := strings.Fields(l)
+		if len(f) > 1 && (f[0] == "runtime" || f[0] != "CASE" && f[1] != "contained") {
+			rows = append(rows, l)
+		}
+	}
+	return strings.Join(rows, "\n")
 }
