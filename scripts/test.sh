@@ -30,10 +30,11 @@ go tool staticcheck ./...
 # installed daemon's directory is its own).
 set -o pipefail
 start=$SECONDS
-testlog=$(mktemp -d)/testlog
+logdir=$(mktemp -d)
+testlog=$logdir/testlog failures=$logdir/failures
 go build -o "$testlog" ./test/testlog
-save=()
-if [ "$(id -u)" = 0 ] && mkdir -p /var/cache/corral-test; then save=(-save /var/cache/corral-test/times.jsonl); fi
+save=(-failures "$failures")
+if [ "$(id -u)" = 0 ] && mkdir -p /var/cache/corral-test; then save+=(-save /var/cache/corral-test/times.jsonl); fi
 gotest() { go test -json "$@" | "$testlog" "${save[@]}"; }
 if [ $# -gt 0 ]; then
 	gotest -count=1 -timeout 75m "$@" ./...
@@ -45,5 +46,7 @@ status=0
 # they wait on subprocesses and guests more than they compute.
 gotest -count=1 -timeout 75m -parallel 6 -skip "$quiet" ./... || status=$?
 gotest -count=1 -timeout 45m -run "$quiet" ./test/e2e/ || status=$?
+# Every phase's failures again, last, where a CI log's tail shows them.
+if [ -s "$failures" ]; then echo "== scripts/test.sh: what failed, in every phase"; cat "$failures"; fi
 echo "== scripts/test.sh: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s in all (exit $status)"
 exit $status

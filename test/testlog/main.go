@@ -6,7 +6,10 @@
 // time of the run, each package's time, and the slowest top-level tests,
 // so drift shows in every run's log. With -save FILE it also appends one
 // JSON line per finished test (package, test, seconds, result) for
-// comparing runs. It exits 0: go test's own status is the run's
+// comparing runs. Last it names what failed, each failed test with its
+// first error lines (with -failures FILE, appended there too, so a script
+// running several passes can repeat them all at its end, where a CI log's
+// tail shows them). It exits 0: go test's own status is the run's
 // (scripts/test.sh sets pipefail).
 package main
 
@@ -18,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -44,9 +48,10 @@ type result struct {
 func main() {
 	top := flag.Int("top", 20, "how many of the slowest tests to list")
 	save := flag.String("save", "", "append each finished test's time to this file (JSON lines)")
+	failures := flag.String("failures", "", "append what failed to this file")
 	flag.Parse()
 	start := time.Now()
-	results, err := copyOutput(os.Stdin, os.Stdout)
+	results, digest, err := copyOutput(os.Stdin, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testlog:", err)
 	}
@@ -56,13 +61,23 @@ func main() {
 		}
 	}
 	summarise(os.Stdout, results, time.Since(start), *top)
+	if len(digest) > 0 {
+		fmt.Fprintf(os.Stdout, "== what failed\n%s", strings.Join(digest, ""))
+		if *failures != "" {
+			if err := appendFile(*failures, strings.Join(digest, "")); err != nil {
+				fmt.Fprintln(os.Stderr, "testlog:", err)
+			}
+		}
+	}
 }
 
 // copyOutput writes the tests' output to w, grouped by top-level test
 // (lines that are not JSON, such as a build failure's, as they are), and
-// returns the results.
-func copyOutput(r io.Reader, w io.Writer) ([]result, error) {
+// returns the results and a digest of the failures.
+func copyOutput(r io.Reader, w io.Writer) ([]result, []string, error) {
 	var out []result
+	var digest []string
+	testFailed := map[string]bool{} // packages with a failed test
 	held := map[string][]string{} // package and top-level test -> output so far
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -86,14 +101,78 @@ func copyOutput(r io.Reader, w io.Writer) ([]result, error) {
 			out = append(out, result{Package: ev.Package, Test: ev.Test, Seconds: ev.Elapsed, Action: ev.Action})
 			if ev.Test != "" && ev.Test == top {
 				flush(w, held[key], ev.Action == "fail")
+				if ev.Action == "fail" {
+					digest = append(digest, failureDigest(ev.Package, top, held[key]))
+					testFailed[ev.Package] = true
+				}
 				delete(held, key)
+			}
+			if ev.Test == "" && ev.Action == "fail" && !testFailed[ev.Package] {
+				digest = append(digest, fmt.Sprintf("%s: the package failed (its output is above)\n", ev.Package))
 			}
 		}
 	}
-	for _, lines := range held { // a test the run cut short (a panic, a timeout)
+	for key, lines := range held { // a test the run cut short (a panic, a timeout)
 		flush(w, lines, true)
+		pkg, test, _ := strings.Cut(key, " ")
+		digest = append(digest, failureDigest(pkg, test+" (cut short)", lines))
 	}
-	return out, sc.Err()
+	return out, digest, sc.Err()
+}
+
+// errorLine is a test's own log line (t.Error, t.Fatal, t.Log): a file
+// and line, then the message.
+var errorLine = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+
+// Bounds of a failure's digest: its lines, the lines it keeps after each
+// error line (a multi-line message's next), and each line's bytes.
+const (
+	digestLines    = 20
+	digestFollow   = 3
+	digestLineSize = 300
+)
+
+// failureDigest is a failed test's name, its --- FAIL lines and its
+// first error lines with a few of the lines that follow each.
+func failureDigest(pkg, test string, lines []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s\n", strings.TrimPrefix(pkg, "corral/"), test)
+	n, follow := 0, 0
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(strings.TrimSpace(l), "--- FAIL"):
+			follow = 0
+		case errorLine.MatchString(l):
+			follow = digestFollow
+		case follow > 0:
+			follow--
+		default:
+			continue
+		}
+		if n == digestLines {
+			b.WriteString("    …\n")
+			break
+		}
+		l = strings.TrimRight(l, "\n")
+		if len(l) > digestLineSize {
+			l = strings.ToValidUTF8(l[:digestLineSize], "") + "…"
+		}
+		b.WriteString(l + "\n")
+		n++
+	}
+	return b.String()
+}
+
+func appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // flush writes a finished test's output: all of it when it failed, its
