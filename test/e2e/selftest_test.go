@@ -41,9 +41,10 @@ func TestSelftest(t *testing.T) {
 	cmd.Env = append(os.Environ(), "CORRAL_URL=http://"+d.addr, "CORRAL_TOKEN="+d.token)
 	cmd.Stdout, cmd.Stderr = &out, &progress
 	err = cmd.Run()
-	t.Logf("corral selftest --runtime all:\n%s", out.String())
+	// The progress gives each case's time (shown with -v or on failure).
+	t.Logf("corral selftest --runtime all:\n%s\nprogress:\n%s", out.String(), progress.String())
 	if err != nil {
-		t.Errorf("selftest: %v\nprogress:\n%s", err, progress.String())
+		t.Errorf("selftest: %v", err)
 	}
 	if !bytes.Contains(out.Bytes(), []byte("runtime gvisor")) || !bytes.Contains(out.Bytes(), []byte("runtime vm")) {
 		t.Errorf("the report does not cover both runtimes")
