@@ -78,7 +78,7 @@ func copyOutput(r io.Reader, w io.Writer) ([]result, []string, error) {
 	var out []result
 	var digest []string
 	testFailed := map[string]bool{} // packages with a failed test
-	held := map[string][]string{} // package and top-level test -> output so far
+	held := map[string][]string{}   // package and top-level test -> output so far
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
