@@ -19,6 +19,7 @@ import (
 	"corral/internal/cgroups"
 	"corral/internal/ids"
 	"corral/internal/runtime"
+	"corral/internal/runtime/runtimetest"
 )
 
 // The suite runs real runsc on a real root filesystem. It needs root, runsc
@@ -63,12 +64,13 @@ func setup() (func(), error) {
 	if env.skip != "" {
 		return func() {}, nil
 	}
-	base, err := os.MkdirTemp("", "corral-gvisor-test-")
+	// A crashed run's sandboxes, cgroups and mounts are swept first.
+	scratch, err := runtimetest.NewScratch("corral-gvisor-test", func(dir string) error { return unmountUnder(dir) })
 	if err != nil {
 		return nil, err
 	}
-	env.base = base
-	env.cgParent = fmt.Sprintf("/corral-test-%d", os.Getpid())
+	base := scratch.Dir
+	env.base, env.cgParent = base, scratch.Cgroup
 	undo := func() {
 		// runsc pins its null network namespace in its root with a bind
 		// mount; unmount it (and anything else) before removing.

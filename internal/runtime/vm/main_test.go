@@ -59,12 +59,13 @@ func setup() (func(), error) {
 	if env.skip != "" {
 		return func() {}, nil
 	}
-	base, err := os.MkdirTemp("", "corral-vm-test-")
+	// A crashed run's guests and cgroups are swept first.
+	scratch, err := runtimetest.NewScratch("corral-vm-test", nil)
 	if err != nil {
 		return nil, err
 	}
-	env.base = base
-	env.cgParent = fmt.Sprintf("/corral-vm-test-%d", os.Getpid())
+	base := scratch.Dir
+	env.base, env.cgParent = base, scratch.Cgroup
 	undo := func() {
 		_ = os.RemoveAll(base)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
