@@ -65,7 +65,9 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building corral: %v\n%s", err, out)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	vmSummary(os.Stdout)
+	return code
 }
 
 func envOr(k, def string) string {
