@@ -83,14 +83,15 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 type daemon struct {
 	t     testing.TB
 	state string
-	// addr is the API's address: "" before the first start (it listens on
-	// port 0 and the ready file tells the port), then kept across
+	// addr is the API's address (its slot's API port), kept across
 	// restarts; envd is the envd face's.
 	addr string
 	envd string
+	// slot is the daemon's share of the host's names and ports.
+	slot *slot
 	// net are the serve flags beside --listen and the paths: the slot's
-	// network, the other listeners (given port 0, rewritten to the bound
-	// address after the first start) and the test's own.
+	// network and listeners (one given port 0 by a test is rewritten to
+	// the bound address after the first start) and the test's own.
 	net    []string
 	exited chan struct{} // closed when the process has exited
 	token  string
@@ -126,12 +127,14 @@ func startDaemonTee(t testing.TB, tee io.Writer, extra ...string) *daemon {
 
 // newDaemon is a daemon (not started) on state with a network slot of its
 // own, no warm pool unless a flag given later asks for one (pools fill in
-// the background, and most tests count sandboxes), and the envd face and
-// ports origin on loopback port 0; extra are more serve flags.
+// the background, and most tests count sandboxes), and its API, envd face
+// and ports origin on the slot's loopback ports; extra are more serve
+// flags.
 func newDaemon(t testing.TB, state string, extra ...string) *daemon {
 	t.Helper()
-	flags := append(takeSlot(t).flags(), "--warm-pool", "0", "--envd-listen", "127.0.0.1:0", "--ports-listen", "127.0.0.1:0")
-	return &daemon{t: t, state: state, net: append(flags, extra...)}
+	sl := takeSlot(t)
+	flags := append(sl.flags(), "--warm-pool", "0")
+	return &daemon{t: t, state: state, slot: sl, addr: sl.loopback(portAPI), net: append(flags, extra...)}
 }
 
 func (d *daemon) start() {

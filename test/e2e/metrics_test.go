@@ -147,7 +147,7 @@ func TestPrometheusMetrics(t *testing.T) {
 	// Restarted with --metrics-listen: /metrics there without a token, and
 	// gone from the API listener; the adopted sandbox still counted.
 	d.stop()
-	d.net = append(d.net, "--metrics-listen", "127.0.0.1:0")
+	d.net = append(d.net, "--metrics-listen", d.slot.loopback(portMetrics))
 	d.start()
 	maddr := d.flag("--metrics-listen")
 	if code, _ := scrape(t, url, d.token); code != http.StatusNotFound {

@@ -16,8 +16,9 @@ import (
 
 // What the e2e package owns on the host, and nothing else: every daemon it
 // starts takes a network slot (its own nftables table, host link prefix,
-// address pool, NFLOG group, resolver and proxy ports), keeps its state
-// under stateRoot, and listens on loopback port 0. None of it is what an
+// address pool, NFLOG group, and ports: resolver, proxy, and the API,
+// envd, ports and metrics listeners on loopback) and keeps its state under
+// stateRoot. None of it is what an
 // installed daemon uses (table corral, links crl*, 10.88.0.0/16, group
 // 7717, ports 7070, 7071, 49983, 15053, 15001, /var/lib/corral), so the
 // suite runs beside `scripts/setup.sh`'s daemon.
@@ -36,11 +37,14 @@ const (
 	// links are these and its number in two digits.
 	slotTablePrefix = "corral-e2e-"
 	slotLinkPrefix  = "ce"
-	// slotGroupBase, slotPortBase: a slot's NFLOG group and resolver and
-	// proxy ports (below the kernel's ephemeral range, so nothing picks
-	// them by chance).
+	// slotGroupBase, slotPortBase: a slot's NFLOG group and its
+	// slotPorts ports from slotPortBase+slotPorts*n (below the kernel's
+	// ephemeral range, so nothing picks them by chance: a daemon restarted
+	// on its listeners' ports finds them free, which a port 0 first
+	// bound, and then an outgoing connection's, was not always).
 	slotGroupBase = 7800
 	slotPortBase  = 20000
+	slotPorts     = 8
 	// legacyTable, legacyLinkPrefix: what the harness used before slots
 	// (one table and prefix for every daemon), swept as well.
 	legacyTable      = "corral-e2e"
@@ -109,11 +113,29 @@ func (s *slot) pool() string {
 	return fmt.Sprintf("10.%d.%d.0/20", 200+s.n/16, (s.n%16)*16)
 }
 
-// flags are the serve flags of the slot's network.
+// A slot's ports, by their offset from its first.
+const (
+	portDNS = iota
+	portProxy
+	portAPI
+	portEnvd
+	portPorts
+	portMetrics
+)
+
+// port is the slot's port at offset i.
+func (s *slot) port(i int) int { return slotPortBase + slotPorts*s.n + i }
+
+// loopback is 127.0.0.1 and the slot's port at offset i.
+func (s *slot) loopback(i int) string { return "127.0.0.1:" + strconv.Itoa(s.port(i)) }
+
+// flags are the serve flags of the slot's network and its envd and ports
+// listeners.
 func (s *slot) flags() []string {
 	return []string{"--net-table", s.table(), "--net-link-prefix", s.linkPrefix(), "--net-pool", s.pool(),
 		"--net-log-group", strconv.Itoa(slotGroupBase + s.n),
-		"--dns-port", strconv.Itoa(slotPortBase + 2*s.n), "--proxy-port", strconv.Itoa(slotPortBase + 2*s.n + 1)}
+		"--dns-port", strconv.Itoa(s.port(portDNS)), "--proxy-port", strconv.Itoa(s.port(portProxy)),
+		"--envd-listen", s.loopback(portEnvd), "--ports-listen", s.loopback(portPorts)}
 }
 
 // sweepNet removes the slot's table and links, which a daemon that
