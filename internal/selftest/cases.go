@@ -10,10 +10,13 @@ import (
 // runtime it applies to. An alone case runs after every runtime's other
 // cases, one runtime at a time (the sessions run the others side by side):
 // it times a neighbour, weighs the daemon's memory, or changes the host.
+// An own case attacks from sandboxes of its own, not the attacker, so it
+// runs beside the attacker's cases (session.runCases).
 type aCase struct {
 	name  string
 	only  string
 	alone bool
+	own   bool
 	run   func(context.Context, *session) Result
 }
 
@@ -43,10 +46,10 @@ var cases = []aCase{
 	{name: "leak/signed-url-forever", run: leakSignedForever},
 	{name: "leak/secret-header-trace", run: leakSecretTrace},
 	{name: "exhaust/output", alone: true, run: exhaustOutput},
-	{name: "exhaust/inodes-fds", run: exhaustInodesFDs},
-	{name: "exhaust/disk", run: exhaustDisk},
+	{name: "exhaust/inodes-fds", own: true, run: exhaustInodesFDs},
+	{name: "exhaust/disk", own: true, run: exhaustDisk},
 	{name: "exhaust/host-backed-paths", run: exhaustHostBacked},
-	{name: "exhaust/fork", run: exhaustFork},
+	{name: "exhaust/fork", own: true, run: exhaustFork},
 	{name: "exhaust/cpu-neighbour", alone: true, run: exhaustCPU},
 	{name: "exhaust/connections", run: exhaustConnections},
 	{name: "exhaust/decision-log", run: exhaustDecisionLog},
@@ -54,10 +57,10 @@ var cases = []aCase{
 	{name: "exhaust/dns-upstream", run: exhaustDNSUpstream},
 	{name: "hide/probe-in-flood", run: hideProbeInFlood},
 	{name: "exhaust/snapshots", run: exhaustSnapshots},
-	{name: "exhaust/memory", run: exhaustMemory},
-	{name: "exhaust/tmp", run: exhaustTmp},
-	{name: "escape/agent-channel", run: escapeAgentChannel},
-	{name: "outlive/rm", run: outliveRm},
+	{name: "exhaust/memory", own: true, run: exhaustMemory},
+	{name: "exhaust/tmp", own: true, run: exhaustTmp},
+	{name: "escape/agent-channel", own: true, run: escapeAgentChannel},
+	{name: "outlive/rm", own: true, run: outliveRm},
 }
 
 // Names lists the cases in order, for help text.

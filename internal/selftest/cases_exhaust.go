@@ -101,8 +101,8 @@ func exhaustInodesFDs(ctx context.Context, s *session) Result {
 		return inconclusive(tried, err)
 	}
 	var files, fds probe.ManyResult
-	ferr := s.probeFor(ctx, x, "fds", probe.ManyArgs{Max: 300000, Seconds: 15}, &fds, 3*time.Minute)
-	ierr := s.probeFor(ctx, x, "files", probe.ManyArgs{Dir: "/corral-selftest-files", Max: 300000, Seconds: 15}, &files, 3*time.Minute)
+	ferr := s.probeFor(ctx, x, "fds", probe.ManyArgs{Max: 300000, Seconds: 15}, &fds, time.Minute)
+	ierr := s.probeFor(ctx, x, "files", probe.ManyArgs{Dir: "/corral-selftest-files", Max: 300000, Seconds: 15}, &files, time.Minute)
 	hostBytes := allocatedBytes(s.sandboxDir(x))
 	_, berr := s.answers(ctx, s.b)
 	bound := int64(256+128) * mib

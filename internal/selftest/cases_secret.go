@@ -32,7 +32,7 @@ func leakSecretTrace(ctx context.Context, s *session) Result {
 		var ae *corral.Error
 		switch {
 		case err == nil:
-			s.ids = append(s.ids, rec.ID)
+			s.track(rec.ID)
 			accepted = append(accepted, m)
 		case errors.As(err, &ae) && ae.Code == "invalid_argument" && strings.Contains(strings.ToUpper(ae.Message), strings.ToUpper(m)):
 			refused = append(refused, m)

@@ -33,8 +33,9 @@ type session struct {
 	rt       string
 	w        *world
 	logf     func(string, ...any)
-	nonce    string // in every marker of this run
-	canary   string // a secret in the attacker's env
+	nonce    string     // in every marker of this run
+	canary   string     // a secret in the attacker's env
+	mu       sync.Mutex // guards ids and stops: the session's lanes run at once
 	ids      []string
 	snaps    []string
 	stops    []func()
@@ -75,13 +76,37 @@ func (s *session) start(ctx context.Context) *Result {
 	return nil
 }
 
-// runCases runs the selected cases whose alone is as asked, in order.
+// runCases runs the selected cases whose alone is as asked. The alone
+// ones run in order; the others in two lanes at once, each in order: the
+// cases with sandboxes of their own, and those that use the attacker.
 func (s *session) runCases(ctx context.Context, alone bool) []Result {
-	var out []Result
+	var shared, own []aCase
 	for _, c := range cases {
 		if c.alone != alone || !s.cfg.wanted(c.name) || (c.only != "" && c.only != s.rt) {
 			continue
 		}
+		if c.own && !alone {
+			own = append(own, c)
+		} else {
+			shared = append(shared, c)
+		}
+	}
+	var ownResults []Result
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ownResults = s.runInOrder(ctx, own)
+	}()
+	out := s.runInOrder(ctx, shared)
+	wg.Wait()
+	return append(out, ownResults...)
+}
+
+// runInOrder runs cs one after the other.
+func (s *session) runInOrder(ctx context.Context, cs []aCase) []Result {
+	var out []Result
+	for _, c := range cs {
 		s.logf("%s: %s", s.rt, c.name)
 		t0 := time.Now()
 		r := c.run(ctx, s)
@@ -120,11 +145,11 @@ func (s *session) hostMarkers() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the host marker process: %w", err)
 	}
-	s.stops = append(s.stops, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	s.onCleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	for _, dir := range []string{os.TempDir(), "/root"} {
 		p := dir + "/corral-selftest-" + s.nonce + "-host"
 		if err := os.WriteFile(p, []byte("host marker\n"), 0o600); err == nil {
-			s.stops = append(s.stops, func() { _ = os.Remove(p) })
+			s.onCleanup(func() { _ = os.Remove(p) })
 		}
 	}
 	if f, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err == nil {
@@ -136,7 +161,7 @@ func (s *session) hostMarkers() error {
 		return err
 	}
 	s.hostPort = l.Addr().(*net.TCPAddr).Port
-	s.stops = append(s.stops, func() { l.Close() })
+	s.onCleanup(func() { l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -161,7 +186,7 @@ func (s *session) create(ctx context.Context, role string, req apiv1.CreateSandb
 	if err != nil {
 		return nil, fmt.Errorf("creating the %s sandbox: %w", role, err)
 	}
-	s.ids = append(s.ids, rec.ID)
+	s.track(rec.ID)
 	sb := &sbx{id: rec.ID, rec: rec}
 	f, err := os.Open(s.cfg.ProbeBin)
 	if err != nil {
@@ -242,7 +267,7 @@ func (s *session) background(ctx context.Context, sb *sbx, name string, args, ou
 	}
 	var once sync.Once
 	stop = func() { once.Do(func() { st.Close() }) }
-	s.stops = append(s.stops, stop)
+	s.onCleanup(stop)
 	wait = func() error {
 		var stdout, stderr capped
 		stdout.max, stderr.max = 8<<20, 64<<10
@@ -266,7 +291,7 @@ func (s *session) listenIn(ctx context.Context, sb *sbx, rec *recorder) error {
 	if err != nil {
 		return fmt.Errorf("starting the neighbour's listener: %w", err)
 	}
-	s.stops = append(s.stops, func() { st.Close() })
+	s.onCleanup(func() { st.Close() })
 	pr, pw := io.Pipe()
 	ready := make(chan struct{})
 	go readSeen(pr, rec, ready)
@@ -290,9 +315,26 @@ func (s *session) listenIn(ctx context.Context, sb *sbx, rec *recorder) error {
 	}
 }
 
+// track has cleanup remove sandbox id.
+func (s *session) track(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids = append(s.ids, id)
+}
+
+// onCleanup has cleanup call f (before the sandboxes are removed, last
+// added first).
+func (s *session) onCleanup(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stops = append(s.stops, f)
+}
+
 // cleanup stops background probes, removes the session's snapshots and
 // sandboxes.
 func (s *session) cleanup() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for i := len(s.stops) - 1; i >= 0; i-- {

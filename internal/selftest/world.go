@@ -54,7 +54,8 @@ type world struct {
 	seen   *recorder
 	cancel context.CancelFunc
 	srv    *exec.Cmd
-	rules  []string // sandbox addresses with ip rules
+	mu     sync.Mutex // guards rules: sessions and their lanes create sandboxes at once
+	rules  []string   // sandbox addresses with ip rules
 	undo   []func()
 	probe  string
 	logf   func(string, ...any)
@@ -192,6 +193,8 @@ func readSeen(out interface{ Read([]byte) (int, error) }, rec *recorder, ready c
 // routeFrom sends addr's traffic to the internal and metadata addresses
 // into the world (an ip rule: the host's own traffic is untouched).
 func (w *world) routeFrom(addr string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if slices.Contains(w.rules, addr) {
 		return nil // a new sandbox in a slot a removed one held
 	}
@@ -207,6 +210,8 @@ func (w *world) close() {
 		return
 	}
 	w.closed = true
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, a := range w.rules {
 		_ = ip("rule", "del", "from", a, "lookup", fmt.Sprint(ruleTable), "priority", fmt.Sprint(rulePriority))
 	}
