@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,11 +30,17 @@ const (
 )
 
 // Boot deadlines, from QEMU's start to the guest's agent starting, and
-// how many boots a start may take.
+// how many boots a start may take. A deadline counts QEMU's CPU time, not
+// the clock's: on a loaded host (a CI run's eight runnable tasks a core)
+// a TCG guest that boots in 5 s alone took over 30 s of wall time and was
+// killed as hung, and booting it again only added load. A hung guest that
+// spins uses its CPU time up; one that waits idle is caught by the wall
+// clock at bootWallFactor times the deadline.
 const (
 	bootDeadlineTCG = 30 * time.Second
 	bootDeadlineKVM = 10 * time.Second
 	bootAttempts    = 2
+	bootWallFactor  = 4
 )
 
 // Info is what <dir>/vm.json records about a sandbox's machine.
@@ -133,28 +140,65 @@ func (r *Runtime) boot(ctx context.Context, p runtime.StartParams, m *machine) e
 var errBootHung = errors.New("the guest did not reach its agent before the boot deadline")
 
 // waitReady waits for the guest's ready line on the console, failing fast
-// when QEMU exits.
+// when QEMU exits, and as hung once QEMU used deadline of CPU time or
+// bootWallFactor times it passed on the clock.
 func waitReady(ctx context.Context, dir string, deadline time.Duration) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	end := time.After(deadline)
+	start := time.Now()
+	cpu0 := time.Duration(-1)
 	for {
 		// The console is on the bounded log mount: at most a few MiB.
 		b, _ := os.ReadFile(filepath.Join(dir, logDir, consoleFile))
 		if strings.Contains(string(b), vminit.ReadyLine) {
 			return nil
 		}
-		if pid, ok := readPid(dir); !ok || !qemuAlive(pid, dir) {
+		pid, ok := readPid(dir)
+		if !ok || !qemuAlive(pid, dir) {
 			return fmt.Errorf("qemu exited during boot: %s", consoleTail(dir))
+		}
+		cpu, err := processCPU(pid)
+		if err != nil {
+			cpu = time.Since(start) // unreadable: the clock stands in
+		}
+		if cpu0 < 0 {
+			cpu0 = cpu
+		}
+		if wall := time.Since(start); cpu-cpu0 >= deadline || wall >= bootWallFactor*deadline {
+			return fmt.Errorf("%w (%s of CPU time, %s of wall time): %s", errBootHung,
+				(cpu - cpu0).Round(time.Millisecond), wall.Round(time.Millisecond), consoleTail(dir))
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-end:
-			return fmt.Errorf("%w (%s): %s", errBootHung, deadline, consoleTail(dir))
 		case <-t.C:
 		}
 	}
+}
+
+// processCPU is the CPU time process pid used so far (user and system,
+// from /proc/PID/stat, in clock ticks of 10 ms: USER_HZ is 100 on Linux).
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command's closing parenthesis: state (3) …
+	// utime (14) and stime (15), counted from 1.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("short stat")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("malformed stat times")
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 func writeInfo(dir string, info Info) error {
