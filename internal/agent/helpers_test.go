@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral/internal/agentapi"
+	"corral/internal/testwait"
 )
 
 // fuzzCoordinator is set in the process that coordinates `go test -fuzz`:
@@ -149,18 +150,10 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// waitFor polls cond, first after 10 ms and then less often (at most every
-// 250 ms), and fails the test if it does not hold within 10 seconds.
+// waitFor fails t unless cond holds within 10 seconds (testwait.For).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	const timeout = 10 * time.Second
-	deadline := time.Now().Add(timeout)
-	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(wait)
-	}
+	testwait.For(t, 10*time.Second, what, cond)
 }
 
 // result is everything a process stream carried.

@@ -21,6 +21,7 @@ import (
 	"corral/internal/runtime"
 	"corral/internal/runtime/inproc"
 	"corral/internal/seal"
+	"corral/internal/testwait"
 	"corral/pkg/apiv1"
 	"corral/sdk/go/corral"
 )
@@ -113,19 +114,6 @@ func (e *apiEnv) run(id string, req apiv1.ExecRequest) (string, int) {
 		e.t.Fatalf("exec %v: %v (stderr %q)", req.Cmd, err, errb.String())
 	}
 	return out.String(), res.ExitCode
-}
-
-// waitFor polls cond, first after 10 ms and then less often (at most every
-// 250 ms), and fails the test if it does not hold within timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(wait)
-	}
 }
 
 // raw sends a request with the test token and returns status and body.
@@ -313,7 +301,7 @@ func TestAPIWarmPoolStats(t *testing.T) {
 	ctx := context.Background()
 	waitReady := func() {
 		t.Helper()
-		waitFor(t, 10*time.Second, "the warm pool to fill", func() bool {
+		testwait.For(t, 10*time.Second, "the warm pool to fill", func() bool {
 			v, err := e.c.Version(ctx)
 			return err == nil && v.WarmPool != nil && v.WarmPool.Ready == 1
 		})

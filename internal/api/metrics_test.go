@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"corral/internal/testwait"
 	"corral/pkg/apiv1"
 )
 
@@ -21,7 +22,7 @@ func TestAPIMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m *apiv1.Metrics
-	waitFor(t, 10*time.Second, "3 samples, the last counting the 2 MiB file", func() bool {
+	testwait.For(t, 10*time.Second, "3 samples, the last counting the 2 MiB file", func() bool {
 		var err error
 		if m, err = e.c.Metrics(ctx, "metered", time.Time{}); err != nil {
 			t.Fatal(err)
@@ -58,7 +59,7 @@ func TestAPIMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The next round forgets it.
-	waitFor(t, 5*time.Second, "the ended sandbox's samples to go", func() bool {
+	testwait.For(t, 5*time.Second, "the ended sandbox's samples to go", func() bool {
 		m, err := e.c.Metrics(ctx, sb.ID, time.Time{})
 		if err != nil {
 			t.Fatalf("metrics of an ended sandbox: %v", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"corral/internal/testwait"
 	"corral/internal/websession"
 	"corral/pkg/apiv1"
 )
@@ -136,7 +137,7 @@ func TestAPIPTY(t *testing.T) {
 		t.Fatalf("processes with the socket open: %+v %v", ps, err)
 	}
 	sl.CloseNow()
-	waitFor(t, 10*time.Second, "the closed terminal's process to end", func() bool {
+	testwait.For(t, 10*time.Second, "the closed terminal's process to end", func() bool {
 		ps, err := e.c.Processes(ctx, sb.ID)
 		if err != nil {
 			t.Fatal(err)

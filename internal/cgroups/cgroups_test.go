@@ -22,19 +22,6 @@ func requireRoot(t *testing.T) {
 	}
 }
 
-// waitFor polls cond, first after 10 ms and then less often (at most every
-// 250 ms), and fails the test if it does not hold within timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(wait)
-	}
-}
-
 // testGroup returns a unique group name under a per-test parent and removes
 // the parent when the test ends.
 func testGroup(t *testing.T) (parent, group string) {

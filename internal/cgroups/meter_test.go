@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"corral/internal/testwait"
 )
 
 // A group's meter counts the CPU its processes burn and the memory they
@@ -30,7 +32,7 @@ func TestReadMeter(t *testing.T) {
 	}
 	// The loop is busy for a second or two, then sleeps.
 	var after Meter
-	waitFor(t, 5*time.Second, "200 ms of the busy loop's CPU to be counted", func() bool {
+	testwait.For(t, 5*time.Second, "200 ms of the busy loop's CPU to be counted", func() bool {
 		if after, err = ReadMeter(group); err != nil {
 			t.Fatal(err)
 		}

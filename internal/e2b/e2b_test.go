@@ -20,6 +20,7 @@ import (
 	"corral/internal/runtime"
 	"corral/internal/runtime/inproc"
 	"corral/internal/seal"
+	"corral/internal/testwait"
 )
 
 // The E2B face over a real manager, real records and the in-process
@@ -126,19 +127,6 @@ func (e *env) info(id string) sandboxDetail {
 
 // wantError checks an answer is E2B's error shape with status and a
 // message containing want.
-// waitFor polls cond, first after 10 ms and then less often (at most every
-// 250 ms), and fails the test if it does not hold within timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(wait)
-	}
-}
-
 func wantError(t *testing.T, st int, b []byte, status int, want string) {
 	t.Helper()
 	var e apiError
@@ -324,7 +312,7 @@ func TestTimeoutAndConnect(t *testing.T) {
 	if st, _, b := e.do("POST", "/sandboxes/"+id+"/timeout", testKey, `{"timeout":1}`); st != http.StatusNoContent {
 		t.Fatalf("timeout: %d %s", st, b)
 	}
-	waitFor(t, 20*time.Second, "the sandbox to end at its timeout", func() bool {
+	testwait.For(t, 20*time.Second, "the sandbox to end at its timeout", func() bool {
 		st, _, _ := e.do("GET", "/sandboxes/"+id, testKey, "")
 		return st == 404
 	})
@@ -334,7 +322,7 @@ func TestMetrics(t *testing.T) {
 	e := newEnv(t)
 	id := e.create(`{"templateID":"base"}`)
 	var ms []metric
-	waitFor(t, 10*time.Second, "a metrics sample", func() bool {
+	testwait.For(t, 10*time.Second, "a metrics sample", func() bool {
 		st, _, b := e.do("GET", "/sandboxes/"+id+"/metrics", testKey, "")
 		if err := json.Unmarshal(b, &ms); st != 200 || err != nil {
 			t.Fatalf("metrics: %d %s", st, b)

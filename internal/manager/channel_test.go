@@ -10,6 +10,7 @@ import (
 	"corral/internal/agentapi"
 	"corral/internal/errdefs"
 	"corral/internal/sandbox"
+	"corral/internal/testwait"
 )
 
 // TestAgentChannelLost: a sandbox that silences its agent (a stopped PID
@@ -69,7 +70,7 @@ func TestAgentReconnected(t *testing.T) {
 	e := newEnv(t)
 	sb := e.create(sandbox.Spec{})
 	e.rt.Drop(sb.ID)
-	waitFor(t, 10*time.Second, "an agent_reconnected event saying when the agent was last seen", func() bool {
+	testwait.For(t, 10*time.Second, "an agent_reconnected event saying when the agent was last seen", func() bool {
 		evs, err := e.m.Events(context.Background(), sb.ID, 0, 100)
 		if err != nil {
 			t.Fatal(err)

@@ -95,19 +95,6 @@ func (e *env) wait(id string) (int, string) {
 	return code, reason
 }
 
-// waitFor polls cond, first after 10 ms and then less often (at most every
-// 250 ms), and fails the test if it does not hold within timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(wait)
-	}
-}
-
 // run execs a command and returns its stdout and exit code.
 func (e *env) run(id string, args ...string) (string, int) {
 	e.t.Helper()

@@ -9,6 +9,7 @@ import (
 
 	"corral/internal/runtime"
 	"corral/internal/sandbox"
+	"corral/internal/testwait"
 )
 
 // openPooled is open with a warm pool of n of the default spec and the
@@ -36,7 +37,7 @@ func (e *env) poolNReady(i, n int) []string {
 	e.t.Helper()
 	p := e.m.pools[i]
 	var ids []string
-	waitFor(e.t, 20*time.Second, fmt.Sprintf("warm pool %d to hold %d ready sandboxes", i, n), func() bool {
+	testwait.For(e.t, 20*time.Second, fmt.Sprintf("warm pool %d to hold %d ready sandboxes", i, n), func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		ids = ids[:0]

@@ -10,6 +10,7 @@ import (
 	"corral/internal/errdefs"
 	"corral/internal/ids"
 	"corral/internal/sandbox"
+	"corral/internal/testwait"
 )
 
 // TestRetentionPrunesEndedSandboxes: once the retention has passed since a
@@ -74,7 +75,7 @@ func TestRetentionRunsInTheBackground(t *testing.T) {
 	if _, err := e.m.Terminate(ctx, sb.ID, sandbox.EndTerminated, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the ended sandbox's record to be pruned", func() bool {
+	testwait.For(t, 10*time.Second, "the ended sandbox's record to be pruned", func() bool {
 		_, err := e.m.Get(ctx, sb.ID)
 		return errors.Is(err, errdefs.ErrNotFound)
 	})
@@ -82,7 +83,7 @@ func TestRetentionRunsInTheBackground(t *testing.T) {
 
 func waitForLog(t *testing.T, p string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "a log at "+p, func() bool {
+	testwait.For(t, 10*time.Second, "a log at "+p, func() bool {
 		fi, err := os.Stat(p)
 		return err == nil && fi.Size() > 0
 	})

@@ -19,6 +19,7 @@ import (
 
 	"corral/internal/errdefs"
 	"corral/internal/netpolicy/policy"
+	"corral/internal/testwait"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -247,7 +248,7 @@ func floodDenied(t *testing.T, ns string, dst netip.AddrPort, n int) time.Durati
 func (e *testEnv) waitCount(t *testing.T, id, reason string, want uint64) uint64 {
 	t.Helper()
 	var got uint64
-	waitFor(t, 3*time.Second, fmt.Sprintf("%s's %s counter to reach %d", id, reason, want), func() bool {
+	testwait.For(t, 3*time.Second, fmt.Sprintf("%s's %s counter to reach %d", id, reason, want), func() bool {
 		counts, err := e.net.DenialCounts(id)
 		must(t, err)
 		got = counts[reason]
@@ -312,7 +313,7 @@ func TestNFLOGOverflow(t *testing.T) {
 		log.record(d)
 	})
 	floodDenied(t, s.NetnsPath, netip.AddrPortFrom(internal, echoPort), 500)
-	waitFor(t, 3*time.Second, "the stalled reader's socket to overflow", func() bool { return socketDrops(t, r) > 0 })
+	testwait.For(t, 3*time.Second, "the stalled reader's socket to overflow", func() bool { return socketDrops(t, r) > 0 })
 	unstall()
 	time.Sleep(time.Second) // the limit's bucket refills
 	from := log.len()

@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
@@ -119,19 +118,6 @@ func newTestEnv(t testing.TB, mutate func(*Config)) *testEnv {
 		e.checkNoLeftovers(true)
 	})
 	return e
-}
-
-// waitFor polls cond, first after 10 ms and then less often (at most every
-// 250 ms), and fails the test if it does not hold within timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(wait)
-	}
 }
 
 type testWriter struct{ t testing.TB }

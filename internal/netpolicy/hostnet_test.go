@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"corral/internal/netpolicy/policy"
+	"corral/internal/testwait"
 )
 
 // The host's networks: each address and its on-link prefix, less
@@ -122,7 +123,7 @@ func (e *testEnv) waitHostNet(t *testing.T, a netip.Addr, denied bool) {
 			t.Logf("%v: in the set %v, HostNetwork %v (networks %v)", a, spansContain(e.hostnetSet(t), a), e.net.HostNetwork(a), e.net.HostNetworks())
 		}
 	}()
-	waitFor(t, 5*time.Second, fmt.Sprintf("the hostnet set and HostNetwork to agree that %v is denied=%v", a, denied), func() bool {
+	testwait.For(t, 5*time.Second, fmt.Sprintf("the hostnet set and HostNetwork to agree that %v is denied=%v", a, denied), func() bool {
 		return spansContain(e.hostnetSet(t), a) == denied && e.net.HostNetwork(a) == denied
 	})
 	agreed = true

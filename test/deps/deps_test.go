@@ -95,7 +95,7 @@ var allowed = map[string][]string{
 	"corral/internal/runtime/gvisor": {"corral/internal/agentapi", "corral/internal/boundfs", "corral/internal/cgroups", "corral/internal/cleanup", "corral/internal/errdefs",
 		"corral/internal/image/overlaytar", "corral/internal/mountinfo", "corral/internal/runtime", "corral/internal/oomscore"},
 	"corral/internal/runtime/inproc":      {"corral/internal/agent", "corral/internal/errdefs", "corral/internal/runtime"},
-	"corral/internal/runtime/runtimetest": {"corral/internal/agentapi", "corral/internal/ids", "corral/internal/runtime"},
+	"corral/internal/runtime/runtimetest": {"corral/internal/agentapi", "corral/internal/cgroups", "corral/internal/ids", "corral/internal/runtime"},
 	"corral/internal/runtime/vm": {"corral/internal/agentapi", "corral/internal/boundfs", "corral/internal/cgroups", "corral/internal/cleanup", "corral/internal/errdefs",
 		"corral/internal/image/overlaytar", "corral/internal/keylimit", "corral/internal/runtime", "corral/internal/vminit", "corral/internal/oomscore"},
 	"corral/internal/sandbox":        {"corral/internal/errdefs", "corral/internal/ids", "corral/internal/netpolicy/policy", "corral/internal/secrets"},
@@ -104,6 +104,7 @@ var allowed = map[string][]string{
 	"corral/internal/seal":           {},
 	"corral/internal/selftest":       {"corral/internal/selftest/probe", "corral/pkg/apiv1", "corral/sdk/go/corral"},
 	"corral/internal/selftest/probe": {},
+	"corral/internal/testwait":       {},
 	"corral/internal/vminit":         {},
 	"corral/internal/volume":         {"corral/internal/errdefs", "corral/internal/sandbox"},
 	"corral/internal/volume/nfsd":    {"corral/internal/oomscore"},
@@ -189,8 +190,8 @@ func TestImportsAllowed(t *testing.T) {
 }
 
 // TestTestRuntimeNotInTheBinary: the test runtime (which isolates
-// nothing), the conformance suite and the hand-made tars are never part of
-// the binary.
+// nothing), the conformance suite, the hand-made tars and the tests' wait
+// helper are never part of the binary.
 func TestTestRuntimeNotInTheBinary(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "corral/cmd/corral").Output()
 	if err != nil {
@@ -198,7 +199,7 @@ func TestTestRuntimeNotInTheBinary(t *testing.T) {
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if dep == "corral/internal/runtime/inproc" || dep == "corral/internal/runtime/runtimetest" || dep == "corral/internal/image/tartest" ||
-			dep == "corral/internal/agentapi/wiretest" {
+			dep == "corral/internal/agentapi/wiretest" || dep == "corral/internal/testwait" {
 			t.Errorf("the corral binary depends on %s", dep)
 		}
 	}

@@ -9,35 +9,18 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"corral/internal/testwait"
 )
 
-// Waiting in these tests is on a condition, never on the clock alone:
-// poll asks cond until it holds or the limit passes, first after 20 ms and
-// then at doubling intervals up to 250 ms, so what happens at once is seen
-// at once and what takes a while costs little. A plain time.Sleep is left
-// only where time itself is what a test measures or must let pass (a
-// timeout to expire, a rate's window to end).
-
-// poll reports whether cond held within limit.
-func poll(limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for delay := 20 * time.Millisecond; !cond(); delay = min(2*delay, 250*time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(delay)
-	}
-	return true
-}
-
-// waitFor fails t unless cond holds within limit; what names the
-// condition in the failure.
-func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if !poll(limit, cond) {
-		t.Fatalf("timed out after %s waiting for %s", limit, what)
-	}
-}
+// Waiting in these tests is on a condition, never on the clock alone
+// (package testwait); a plain time.Sleep is left only where time itself
+// is what a test measures or must let pass (a timeout to expire, a rate's
+// window to end).
+var (
+	poll    = testwait.Poll
+	waitFor = testwait.For
+)
 
 // maxVMTests bounds the tests that run vm sandboxes at once: a guest
 // under TCG keeps a core busy while it boots, and this machine has two.

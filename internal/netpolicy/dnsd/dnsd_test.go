@@ -17,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 
 	"corral/internal/netpolicy/policy"
+	"corral/internal/testwait"
 )
 
 // fakeUpstream is an authoritative-looking resolver on loopback (UDP and
@@ -590,26 +591,13 @@ func checkNoLeaks(t *testing.T) {
 				t.Logf("goroutines left behind:\n%s", stacks)
 			}
 		}()
-		waitFor(t, 3*time.Second, "the server's goroutines to end", func() bool {
+		testwait.For(t, 3*time.Second, "the server's goroutines to end", func() bool {
 			buf := make([]byte, 1<<20)
 			stacks = string(buf[:runtime.Stack(buf, true)])
 			return !strings.Contains(stacks, "dnsd.(*Server)")
 		})
 		ended = true
 	})
-}
-
-// waitFor polls cond, first after 10 ms and then less often (at most every
-// 250 ms), and fails the test if it does not hold within timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(wait)
-	}
 }
 
 // TestUpstreamRate: a sandbox's flood of names is forwarded upstream

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"corral/internal/netpolicy/policy"
+	"corral/internal/testwait"
 )
 
 var (
@@ -325,7 +326,7 @@ func TestPerSandboxLimit(t *testing.T) {
 	}
 	first.Close()
 	// The slot frees once the first connection's splice ends.
-	waitFor(t, 5*time.Second, "the first connection's slot to be freed", func() bool {
+	testwait.For(t, 5*time.Second, "the first connection's slot to be freed", func() bool {
 		held, _ := f.proxy.shares.Held("sb-1")
 		return held == 0
 	})
@@ -448,7 +449,7 @@ func TestCloseEndsConnections(t *testing.T) {
 	f.decision()
 	f.setPolicy(policy.Policy{DomainAllowlist: []string{"allowed.test"}})
 	peeking := f.dial("198.51.100.7:443") // sends nothing: stuck in the peek
-	waitFor(t, 5*time.Second, "the second connection to be stuck in the peek", func() bool {
+	testwait.For(t, 5*time.Second, "the second connection to be stuck in the peek", func() bool {
 		return strings.Contains(allStacks(), "egress.peekName")
 	})
 	done := make(chan struct{})
@@ -607,7 +608,7 @@ func checkNoLeaks(t *testing.T) {
 				t.Logf("goroutines left behind:\n%s", stacks)
 			}
 		}()
-		waitFor(t, 3*time.Second, "the proxy's goroutines to end", func() bool {
+		testwait.For(t, 3*time.Second, "the proxy's goroutines to end", func() bool {
 			stacks = allStacks()
 			return !strings.Contains(stacks, "egress.(*Proxy)") && !strings.Contains(stacks, "egress.pipe")
 		})
@@ -619,17 +620,4 @@ func checkNoLeaks(t *testing.T) {
 func allStacks() string {
 	buf := make([]byte, 1<<20)
 	return string(buf[:runtime.Stack(buf, true)])
-}
-
-// waitFor polls cond, first after 10 ms and then less often (at most every
-// 250 ms), and fails the test if it does not hold within timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for wait := 10 * time.Millisecond; !cond(); wait = min(2*wait, 250*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(wait)
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"corral/internal/cgroups"
 	"corral/internal/errdefs"
 	"corral/internal/runtime"
+	"corral/internal/testwait"
 )
 
 func TestStartDialEcho(t *testing.T) {
@@ -77,7 +78,7 @@ func TestMemoryLimit(t *testing.T) {
 	// the allocation fails inside it). Status must tell which, once the
 	// killed sandbox has finished dying.
 	var st runtime.State
-	waitFor(t, 5*time.Second, "Status after OOM to agree with whether the agent answers", func() bool {
+	testwait.For(t, 5*time.Second, "Status after OOM to agree with whether the agent answers", func() bool {
 		var err error
 		if st, err = r.Status(context.Background(), ref); err != nil {
 			t.Fatal(err)
@@ -114,7 +115,7 @@ func TestPidsLimit(t *testing.T) {
 	// It runs into the limit: pids.events counts the forks refused. The
 	// count stays within the limit meanwhile, and at its peak where the
 	// kernel keeps one (pids.peak, Linux 6.13 on).
-	waitFor(t, 10*time.Second, "the fork bomb to run into the pids limit", func() bool {
+	testwait.For(t, 10*time.Second, "the fork bomb to run into the pids limit", func() bool {
 		if b, err := os.ReadFile(filepath.Join(dir, "pids.current")); err == nil {
 			if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n > limit {
 				t.Fatalf("pids.current = %d above limit %d", n, limit)

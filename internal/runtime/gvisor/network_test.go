@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"corral/internal/runtime"
+	"corral/internal/testwait"
 )
 
 // ipCmd runs ip(8) for test setup only (the product uses netlink).
@@ -65,7 +66,7 @@ func TestNetworkNamespace(t *testing.T) {
 			t.Logf("the last try said %q", out)
 		}
 	}()
-	waitFor(t, 30*time.Second, "the sandbox to reach the test server through its namespace", func() bool {
+	testwait.For(t, 30*time.Second, "the sandbox to reach the test server through its namespace", func() bool {
 		out, _ = trySh(r, ref, "curl -sS --max-time 2 http://198.51.100.1:8080/", 10*time.Second)
 		return strings.Contains(out, "from-test-server")
 	})

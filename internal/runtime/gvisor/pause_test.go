@@ -13,6 +13,7 @@ import (
 
 	"corral/internal/agentapi"
 	"corral/internal/runtime"
+	"corral/internal/testwait"
 )
 
 // A daemon killed in the middle of a pause or a memory snapshot leaves the
@@ -150,7 +151,7 @@ func connect(t *testing.T, r *Runtime, ref runtime.Ref) *agentapi.Client {
 // found), so the next daemon is modelled as starting once they agree.
 func waitStopped(t *testing.T, r *Runtime, ref runtime.Ref) {
 	t.Helper()
-	waitFor(t, 10*time.Second, ref.ID+" to stop", func() bool {
+	testwait.For(t, 10*time.Second, ref.ID+" to stop", func() bool {
 		out, err := r.runsc(context.Background(), commandTimeout, "", "state", ref.ID)
 		if err != nil || !strings.Contains(string(out), `"stopped"`) {
 			return false
