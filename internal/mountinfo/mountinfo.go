@@ -3,9 +3,42 @@
 package mountinfo
 
 import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
+
+// Under lists this process's mount points at or below dir, deepest first
+// (the order they can be unmounted in).
+func Under(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	defer f.Close()
+	dir = filepath.Clean(dir)
+	var mounts []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := Unescape(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			mounts = append(mounts, mp)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	sort.SliceStable(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
+	return mounts, nil
+}
 
 // Unescape undoes mountinfo's octal escapes (\040 is a space, \011 a tab,
 // \012 a newline, \134 a backslash).

@@ -95,7 +95,7 @@ var allowed = map[string][]string{
 	"corral/internal/runtime/gvisor": {"corral/internal/agentapi", "corral/internal/boundfs", "corral/internal/cgroups", "corral/internal/cleanup", "corral/internal/errdefs",
 		"corral/internal/image/overlaytar", "corral/internal/mountinfo", "corral/internal/runtime", "corral/internal/oomscore"},
 	"corral/internal/runtime/inproc":      {"corral/internal/agent", "corral/internal/errdefs", "corral/internal/runtime"},
-	"corral/internal/runtime/runtimetest": {"corral/internal/agentapi", "corral/internal/cgroups", "corral/internal/ids", "corral/internal/runtime"},
+	"corral/internal/runtime/runtimetest": {"corral/internal/agentapi", "corral/internal/cgroups", "corral/internal/ids", "corral/internal/mountinfo", "corral/internal/runtime"},
 	"corral/internal/runtime/vm": {"corral/internal/agentapi", "corral/internal/boundfs", "corral/internal/cgroups", "corral/internal/cleanup", "corral/internal/errdefs",
 		"corral/internal/image/overlaytar", "corral/internal/keylimit", "corral/internal/runtime", "corral/internal/vminit", "corral/internal/oomscore"},
 	"corral/internal/sandbox":        {"corral/internal/errdefs", "corral/internal/ids", "corral/internal/netpolicy/policy", "corral/internal/secrets"},

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"corral/internal/cgroups"
+	"corral/internal/mountinfo"
 	"corral/internal/runtime"
 	"corral/internal/runtime/runtimetest"
 )
@@ -32,7 +33,7 @@ func leftoversOf(ref runtime.Ref) []string {
 			out = append(out, "process "+p)
 		}
 	}
-	if ms, _ := mountsUnder(ref.Dir); len(ms) > 0 {
+	if ms, _ := mountinfo.Under(ref.Dir); len(ms) > 0 {
 		out = append(out, "mounts: "+strings.Join(ms, ", "))
 	}
 	if ok, _ := cgroups.Exists(filepath.Join(env.cgParent, ref.ID)); ok {

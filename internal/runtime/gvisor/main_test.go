@@ -18,6 +18,7 @@ import (
 
 	"corral/internal/cgroups"
 	"corral/internal/ids"
+	"corral/internal/mountinfo"
 	"corral/internal/runtime"
 	"corral/internal/runtime/runtimetest"
 )
@@ -65,7 +66,7 @@ func setup() (func(), error) {
 		return func() {}, nil
 	}
 	// A crashed run's sandboxes, cgroups and mounts are swept first.
-	scratch, err := runtimetest.NewScratch("corral-gvisor-test", func(dir string) error { return unmountUnder(dir) })
+	scratch, err := runtimetest.NewScratch("corral-gvisor-test")
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +207,7 @@ func snapshot(t testing.TB) leaks {
 			}
 		}
 	}
-	m, err := mountsUnder(filepath.Join(env.base, "sandboxes"))
+	m, err := mountinfo.Under(filepath.Join(env.base, "sandboxes"))
 	if err != nil {
 		t.Fatal(err)
 	}

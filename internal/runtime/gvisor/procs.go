@@ -1,7 +1,6 @@
 package gvisor
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -155,7 +153,7 @@ func bundleProcs(bundle string) []proc {
 // namespaces, so normally there are only the sandbox's bounded mounts
 // (bounds.go); this catches anything a crash left behind too.
 func unmountUnder(dir string, keep ...string) error {
-	mounts, err := mountsUnder(dir)
+	mounts, err := mountinfo.Under(dir)
 	if err != nil {
 		return err
 	}
@@ -169,31 +167,4 @@ func unmountUnder(dir string, keep ...string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// mountsUnder lists the mount points at or below dir, deepest first.
-func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("reading mounts: %w", err)
-	}
-	defer f.Close()
-	dir = filepath.Clean(dir)
-	var mounts []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := mountinfo.Unescape(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			mounts = append(mounts, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading mounts: %w", err)
-	}
-	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
-	return mounts, nil
 }

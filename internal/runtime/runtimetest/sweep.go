@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"corral/internal/cgroups"
+	"corral/internal/mountinfo"
 )
 
 // Scratch is a runtime test package's own cgroup parent and temporary
@@ -24,8 +25,8 @@ type Scratch struct {
 
 // NewScratch sweeps what crashed runs of the package left (SweepDead) and
 // makes this run's directory; the cgroup is the runtime's to create.
-func NewScratch(prefix string, unmount func(dir string) error) (Scratch, error) {
-	if err := SweepDead(prefix, unmount); err != nil {
+func NewScratch(prefix string) (Scratch, error) {
+	if err := SweepDead(prefix); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: sweeping earlier runs: %v\n", prefix, err)
 	}
 	pid := os.Getpid()
@@ -37,11 +38,11 @@ func NewScratch(prefix string, unmount func(dir string) error) (Scratch, error) 
 }
 
 // SweepDead removes the cgroup parents /prefix-PID (killing what runs in
-// them) and the temporary directories prefix-PID-* (after unmount, which
-// may be nil) whose PID no longer runs: a crashed or killed run's, which
-// would otherwise keep sandboxes running and mounts pinned. A live run's
-// are left alone, so two runs may share a host.
-func SweepDead(prefix string, unmount func(dir string) error) error {
+// them) and the temporary directories prefix-PID-* (after unmounting
+// what is mounted under them) whose PID no longer runs: a crashed or
+// killed run's, which would otherwise keep sandboxes running and mounts
+// pinned. A live run's are left alone, so two runs may share a host.
+func SweepDead(prefix string) error {
 	var errs []error
 	groups := map[string]bool{}
 	for _, pattern := range []string{"/sys/fs/cgroup/" + prefix + "-*", "/sys/fs/cgroup/*/" + prefix + "-*"} {
@@ -62,10 +63,7 @@ func SweepDead(prefix string, unmount func(dir string) error) error {
 		if !deadOwner(filepath.Base(d), prefix) {
 			continue
 		}
-		if unmount != nil {
-			errs = append(errs, unmount(d))
-		}
-		errs = append(errs, os.RemoveAll(d))
+		errs = append(errs, unmountUnder(d), os.RemoveAll(d))
 	}
 	return errors.Join(errs...)
 }
@@ -83,4 +81,19 @@ func deadOwner(name, prefix string) bool {
 		return false
 	}
 	return syscall.Kill(pid, 0) == syscall.ESRCH
+}
+
+// unmountUnder detaches every mount at or below dir, deepest first.
+func unmountUnder(dir string) error {
+	mounts, err := mountinfo.Under(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range mounts {
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && err != syscall.ENOENT {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
 }

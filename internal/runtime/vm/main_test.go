@@ -60,7 +60,7 @@ func setup() (func(), error) {
 		return func() {}, nil
 	}
 	// A crashed run's guests and cgroups are swept first.
-	scratch, err := runtimetest.NewScratch("corral-vm-test", nil)
+	scratch, err := runtimetest.NewScratch("corral-vm-test")
 	if err != nil {
 		return nil, err
 	}
