@@ -18,8 +18,10 @@ func (d *daemon) curl(id string, args ...string) string {
 	d.t.Helper()
 	// A refusal comes at once (denied traffic is reset, not dropped); the
 	// bound is for a TLS handshake through the proxy on a loaded host.
-	out, _, code := d.cli("", append([]string{"exec", id, "--", "curl", "-sS", "--max-time", "10"}, args...)...)
+	out, errs, code := d.cli("", append([]string{"exec", id, "--", "curl", "-sS", "--max-time", "10"}, args...)...)
 	if code != 0 {
+		// Often what a test expects; logged for when it is not.
+		d.t.Logf("curl %s: exit %d: %s", strings.Join(args, " "), code, strings.TrimSpace(errs))
 		return ""
 	}
 	return out
