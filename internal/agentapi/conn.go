@@ -21,7 +21,7 @@ func (c *Client) Err() error {
 	c.conn.mu.Lock()
 	defer c.conn.mu.Unlock()
 	if c.conn.cause == nil {
-		return errDropped()
+		return c.conn.dropped
 	}
 	return c.conn.cause
 }
@@ -60,12 +60,16 @@ type watchedConn struct {
 	once sync.Once
 	done chan struct{}
 
+	// dropped is errDropped as of the connection's start, when its
+	// transport took the health check's timings.
+	dropped error
+
 	mu    sync.Mutex
 	cause error // the first failure seen (Client.Err)
 }
 
 func newWatchedConn(c net.Conn) *watchedConn {
-	return &watchedConn{Conn: c, done: make(chan struct{})}
+	return &watchedConn{Conn: c, done: make(chan struct{}), dropped: errDropped()}
 }
 
 // note records err as the connection's end, unless one is recorded.
@@ -106,7 +110,7 @@ func (w *watchedConn) Write(p []byte) (int, error) {
 // Close notes the closed connection: closed by Client.Close (which noted
 // that first), or by the HTTP/2 transport itself.
 func (w *watchedConn) Close() error {
-	w.note(errDropped())
+	w.note(w.dropped)
 	w.lost()
 	return w.Conn.Close()
 }
