@@ -1,15 +1,18 @@
-// Package mountinfo reads /proc/self/mountinfo fields. It imports nothing
-// from Corral.
+// Package mountinfo reads /proc/self/mountinfo fields and detaches the
+// mounts under a directory. It imports nothing from Corral.
 package mountinfo
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Under lists this process's mount points at or below dir, deepest first
@@ -38,6 +41,26 @@ func Under(dir string) ([]string, error) {
 	}
 	sort.SliceStable(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
 	return mounts, nil
+}
+
+// UnmountUnder detaches every mount at or below dir in this mount
+// namespace, deepest first, but those in keep; one already gone is not an
+// error.
+func UnmountUnder(dir string, keep ...string) error {
+	mounts, err := Under(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range mounts {
+		if slices.Contains(keep, m) {
+			continue
+		}
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Unescape undoes mountinfo's octal escapes (\040 is a space, \011 a tab,

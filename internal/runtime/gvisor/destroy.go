@@ -1,6 +1,8 @@
 package gvisor
 
 import (
+	"corral/internal/mountinfo"
+
 	"context"
 	"errors"
 	"fmt"
@@ -93,7 +95,8 @@ func (r *Runtime) halt(ctx context.Context, ref runtime.Ref, keepBounds bool) []
 	if keepBounds {
 		keep = boundedMounts(ref.Dir)
 	}
-	return append(errs, unmountUnder(ref.Dir, keep...))
+	// runsc mounts in its own namespaces: this catches what a crash left.
+	return append(errs, mountinfo.UnmountUnder(ref.Dir, keep...))
 }
 
 // reap waits for procs to exit, kills the ones that outlive exitGrace,

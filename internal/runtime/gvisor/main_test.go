@@ -75,7 +75,7 @@ func setup() (func(), error) {
 	undo := func() {
 		// runsc pins its null network namespace in its root with a bind
 		// mount; unmount it (and anything else) before removing.
-		_ = unmountUnder(base)
+		_ = mountinfo.UnmountUnder(base)
 		_ = os.RemoveAll(base)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

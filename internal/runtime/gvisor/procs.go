@@ -3,18 +3,12 @@ package gvisor
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
-
-	"corral/internal/mountinfo"
-
-	"golang.org/x/sys/unix"
 )
 
 // proc is a host process, identified by pid and start time so that a
@@ -146,25 +140,4 @@ func bundleProcs(bundle string) []proc {
 		}
 	}
 	return procs
-}
-
-// unmountUnder detaches every mount at or below dir in this mount
-// namespace, deepest first, but those in keep. runsc mounts inside its own
-// namespaces, so normally there are only the sandbox's bounded mounts
-// (bounds.go); this catches anything a crash left behind too.
-func unmountUnder(dir string, keep ...string) error {
-	mounts, err := mountinfo.Under(dir)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, m := range mounts {
-		if slices.Contains(keep, m) {
-			continue
-		}
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
-		}
-	}
-	return errors.Join(errs...)
 }

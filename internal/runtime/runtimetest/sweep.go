@@ -63,7 +63,7 @@ func SweepDead(prefix string) error {
 		if !deadOwner(filepath.Base(d), prefix) {
 			continue
 		}
-		errs = append(errs, unmountUnder(d), os.RemoveAll(d))
+		errs = append(errs, mountinfo.UnmountUnder(d), os.RemoveAll(d))
 	}
 	return errors.Join(errs...)
 }
@@ -81,19 +81,4 @@ func deadOwner(name, prefix string) bool {
 		return false
 	}
 	return syscall.Kill(pid, 0) == syscall.ESRCH
-}
-
-// unmountUnder detaches every mount at or below dir, deepest first.
-func unmountUnder(dir string) error {
-	mounts, err := mountinfo.Under(dir)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, m := range mounts {
-		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && err != syscall.ENOENT {
-			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
-		}
-	}
-	return errors.Join(errs...)
 }
