@@ -21,8 +21,8 @@ func switchRoot() error {
 			return fmt.Errorf("moving %s: %w", m, err)
 		}
 	}
-	// The initramfs is never used again: free its memory (the agent
-	// binary alone is tens of MiB).
+	// The rest of the initramfs is never used again: free its memory.
+	// /init's pages stay, as the agent bound at /.corral/corral.
 	for _, p := range []string{"/init", "/lib", ModulesList} {
 		_ = os.RemoveAll(p)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,14 +49,18 @@ func run() error {
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return fmt.Errorf("hostname: %w", err)
 	}
+	logf("root mounted, network up")
 	if err := switchRoot(); err != nil {
 		return err
 	}
 	return execAgent(cfg)
 }
 
+// logf writes a line to the console, stamped with the guest's uptime
+// (where the boot's time goes shows in console.log).
 func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "corral-vminit: "+format+"\n", args...)
+	up, _ := os.ReadFile("/proc/uptime")
+	fmt.Fprintf(os.Stderr, "corral-vminit: [%s] "+format+"\n", append([]any{strings.Fields(string(up) + " x")[0]}, args...)...)
 }
 
 // earlyMounts gives the initramfs /dev, /proc and /sys, and points the
@@ -162,8 +165,12 @@ func readConfig(path string) (*Config, error) {
 	return &cfg, nil
 }
 
-// installAgent copies this binary to /.corral/corral on a tmpfs in the new
-// root, where processes of the sandbox find the agent as under gVisor.
+// installAgent makes this binary /.corral/corral on a tmpfs in the new
+// root, where processes of the sandbox find the agent as under gVisor: a
+// read-only bind mount of the initramfs's /init. A copy cost 2.6 s of a
+// TCG guest's boot (tens of MiB written page by page under emulation);
+// the bind mount shares the pages the initramfs already holds, and keeps
+// them once switchRoot unlinks /init.
 func installAgent() error {
 	dir := filepath.Join(newRoot, ".corral")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -175,20 +182,25 @@ func installAgent() error {
 	if err := os.Mkdir(filepath.Join(dir, "run"), 0o755); err != nil {
 		return err
 	}
-	src, err := os.Open("/proc/self/exe")
+	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	defer src.Close()
-	dst, err := os.OpenFile(filepath.Join(dir, "corral"), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	dst := filepath.Join(dir, "corral")
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return fmt.Errorf("copying the agent: %w", err)
+	if err := f.Close(); err != nil {
+		return err
 	}
-	return dst.Close()
+	if err := unix.Mount(exe, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding the agent: %w", err)
+	}
+	if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("making the agent read-only: %w", err)
+	}
+	return nil
 }
 
 // nativeDirs bind-mounts a directory of the scratch disk over each of
