@@ -149,6 +149,7 @@ func (d *daemon) start() {
 	}
 	ready := d.state + ".ready"
 	_ = os.Remove(ready)
+	seedVMDisks(d.state)
 	args := append([]string{"serve", "--listen", listen, "--state-dir", d.state, "--ready-file", ready,
 		"--runsc", runscBin, "--base-rootfs", rootfs, "--vm-kernel", vmKernel, "--log-level", "debug"}, d.net...)
 	d.cmd = exec.Command(binary, args...)
@@ -271,6 +272,7 @@ func (d *daemon) teardown() {
 		d.t.Logf("daemon log:\n%s", d.log)
 	}
 	_ = syscall.Unmount(filepath.Join(d.state, "runsc", "null-netns"), syscall.MNT_DETACH)
+	harvestVMDisks(d.state)
 	_ = os.RemoveAll(d.state)
 	_ = os.Remove(d.state + ".ready")
 }

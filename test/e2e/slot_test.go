@@ -51,6 +51,12 @@ const (
 	legacyLinkPrefix = "cre"
 )
 
+// hostLockFile holds the host's e2e lock for the life of the process. It
+// must stay reachable: an unreachable *os.File is closed by its finalizer
+// at some garbage collection, and the lock went with it (a second run then
+// swept the first's daemons away).
+var hostLockFile *os.File
+
 // hostLock takes the host's e2e lock, waiting (and saying so) while
 // another run holds it; the lock goes with the process.
 func hostLock() error {
@@ -58,6 +64,7 @@ func hostLock() error {
 	if err != nil {
 		return err
 	}
+	hostLockFile = f
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
 		return nil
 	}
