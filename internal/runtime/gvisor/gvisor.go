@@ -78,6 +78,9 @@ const (
 type Runtime struct {
 	cfg Config
 	log *slog.Logger
+	// startTimeout bounds one runsc run or restore: createTimeout (a test
+	// shortens it).
+	startTimeout time.Duration
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -111,7 +114,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err := os.MkdirAll(cfg.Root, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor: creating runsc root: %w", err)
 	}
-	return &Runtime{cfg: cfg, log: cfg.Logger.With("runtime", "gvisor")}, nil
+	return &Runtime{cfg: cfg, log: cfg.Logger.With("runtime", "gvisor"), startTimeout: createTimeout}, nil
 }
 
 // Name returns "gvisor".

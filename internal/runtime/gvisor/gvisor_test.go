@@ -1,8 +1,12 @@
 package gvisor
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -515,6 +519,46 @@ func TestConcurrentSandboxes(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Error(err)
 		}
+	}
+	checkNoLeaks(t, before, snapshot(t))
+}
+
+// A runsc run that never returns is ended at the start's deadline and the
+// sandbox started again: here a runsc whose first run hangs (a stand-in
+// that sleeps), then the real one.
+func TestStartHungRunsAgain(t *testing.T) {
+	r := newRuntime(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "hung-once")
+	script := filepath.Join(dir, "runsc")
+	body := fmt.Sprintf("#!/bin/sh\ncase \" $* \" in *\" run \"*) if [ ! -e %[1]s ]; then : > %[1]s; exec sleep 600; fi;; esac\nexec %[2]s \"$@\"\n",
+		marker, r.cfg.RunscPath)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	hung, err := New(Config{RunscPath: script, Root: r.cfg.Root, CgroupParent: r.cfg.CgroupParent,
+		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung.startTimeout = 2 * time.Second
+	before := snapshot(t)
+	ref := newRef()
+	if err := hung.Start(context.Background(), runtime.StartParams{Ref: ref, RootFS: env.rootfs, AgentBinary: env.agent}); err != nil {
+		t.Fatalf("Start after a hung run: %v", err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the first run did not hang: %v", err)
+	}
+	if !strings.Contains(logs.String(), "runsc run hung; starting again") {
+		t.Errorf("no warning of the hung run in the log:\n%s", logs.String())
+	}
+	if out := sh(t, r, ref, "echo up"); out != "up\n" {
+		t.Errorf("the restarted sandbox said %q", out)
+	}
+	if err := r.Destroy(context.Background(), ref); err != nil {
+		t.Fatal(err)
 	}
 	checkNoLeaks(t, before, snapshot(t))
 }

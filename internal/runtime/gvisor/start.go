@@ -1,6 +1,7 @@
 package gvisor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,7 +57,18 @@ func (r *Runtime) start(ctx context.Context, p runtime.StartParams, image string
 	// One runsc process creates and starts the sandbox (run --detach):
 	// nothing needs doing between the two, and a second runsc start
 	// costs a process and a state reload.
-	if err := r.create(ctx, p.Ref, bundle, ""); err != nil {
+	err = r.create(ctx, p.Ref, bundle, "")
+	if errors.Is(err, errHung) && ctx.Err() == nil {
+		// Once in thousands of starts on a loaded host, runsc run never
+		// returned (seen in a CI soak). What it made is removed as a
+		// pause removes it (the directory stays), and it runs again.
+		r.log.Warn("runsc run hung; starting again", "sandbox", p.ID, "op", "start")
+		if err := errors.Join(r.halt(ctx, p.Ref, true)...); err != nil {
+			return fmt.Errorf("removing the hung start: %w", err)
+		}
+		err = r.create(ctx, p.Ref, bundle, "")
+	}
+	if err != nil {
 		return err
 	}
 	step("run")
@@ -154,8 +166,10 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, im
 	defer console.Close()
 	offset, _ := console.Seek(0, io.SeekEnd)
 
-	ctx, cancel := context.WithTimeout(ctx, createTimeout)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, r.startTimeout)
 	defer cancel()
+	hung := func() bool { return ctx.Err() != nil && parent.Err() == nil }
 	// The private layer is a file under upper/ that grows as the guest
 	// writes; size= bounds it so a sandbox cannot fill the host's disk.
 	overlay, err := os.ReadFile(filepath.Join(ref.Dir, overlayFile))
@@ -177,7 +191,21 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, im
 	cmd := r.command(ctx, ref.Dir, append(args, "--bundle", bundle, ref.ID)...)
 	cmd.Stdout, cmd.Stderr = console, console
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// Hung, runsc says where it waited: on SIGQUIT Go's runtime writes
+	// every goroutine's stack to its stderr (console.log) and exits;
+	// WaitDelay kills it if it does not. A caller that gave up kills it.
+	cmd.Cancel = func() error {
+		if hung() {
+			return cmd.Process.Signal(unix.SIGQUIT)
+		}
+		return cmd.Process.Kill()
+	}
 	if err := cmd.Run(); err != nil {
+		if hung() {
+			r.log.Warn("runsc hung", "sandbox", ref.ID, "op", "start", "verb", verb, "after", r.startTimeout,
+				"stack", runscStack(ref.Dir, offset))
+			return fmt.Errorf("runsc %s: %w after %s", verb, errHung, r.startTimeout)
+		}
 		if tail := consoleTail(ref.Dir, offset); tail != "" {
 			return fmt.Errorf("runsc %s: %s: %w", verb, tail, withCtxErr(ctx, err))
 		}
@@ -188,6 +216,31 @@ func (r *Runtime) create(ctx context.Context, ref runtime.Ref, bundle string, im
 		r.log.Warn("raising the OOM score of the sandbox's guest processes", "sandbox", ref.ID, "err", err)
 	}
 	return nil
+}
+
+// errHung is a runsc command that did not finish within its time.
+var errHung = errors.New("no answer")
+
+// runscStack returns the start of the goroutine dump a SIGQUIT made runsc
+// write to console.log after offset: its main goroutine, where it waited
+// (at most 4 KiB).
+func runscStack(dir string, offset int64) string {
+	f, err := os.OpenFile(filepath.Join(dir, consoleLog), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+	if i := bytes.Index(b, []byte("goroutine 1 [")); i >= 0 {
+		b = b[i:]
+	}
+	if j := bytes.Index(b, []byte("\n\ngoroutine ")); j >= 0 {
+		b = b[:j]
+	}
+	return string(b[:min(len(b), 4<<10)])
 }
 
 // consoleTail returns the last lines console.log received after offset
