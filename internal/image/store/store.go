@@ -76,10 +76,32 @@ func Open(root string, log *slog.Logger) (*Store, error) {
 	if err := os.Mkdir(s.path("tmp"), 0o700); err != nil {
 		return nil, fmt.Errorf("opening image store %s: %w", root, err)
 	}
+	if err := s.removeInterruptedWrites(); err != nil {
+		return nil, fmt.Errorf("opening image store %s: %w", root, err)
+	}
 	if err := s.ensureMountpoints(); err != nil {
 		return nil, fmt.Errorf("opening image store %s: %w", root, err)
 	}
 	return s, nil
+}
+
+// removeInterruptedWrites removes the temporary files of atomic writes
+// (writeFileAtomic) a crash left in the record directories: nothing reads
+// them, and each would stay on disk for good.
+func (s *Store) removeInterruptedWrites() error {
+	for _, d := range []string{"", "leases", "images/sha256", "buildcache"} {
+		tmps, err := filepath.Glob(filepath.Join(s.path(d), ".tmp-*"))
+		if err != nil {
+			return err
+		}
+		for _, t := range tmps {
+			if err := os.Remove(t); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("removing an interrupted write: %w", err)
+			}
+			s.log.Info("removed an interrupted write", "op", "open", "file", t)
+		}
+	}
+	return nil
 }
 
 // Root returns the store's directory.
