@@ -15,12 +15,12 @@ const maxFoldDest = 96
 // decisionRecord is the record of a network decision: an egress_allowed
 // or egress_denied event (audited), or, for a fair-share refusal, its
 // limit_reached event. protected tells a denial toward a protected
-// destination, which is evidence.
+// destination, which is evidence, as a refusal by a bound is.
 func decisionRecord(d policy.Decision, protected func(netip.Addr) bool) record {
 	if d.Limit != "" {
 		msg, f := LimitEvent(resourceOf(d.Via), d.Limit, d.LimitMax, d.Refused)
 		return record{id: d.SandboxID, kind: "limit_reached", msg: msg, fields: f, event: true,
-			key: "limit_reached " + f["resource"] + " " + d.Limit}
+			key: "limit_reached " + f["resource"] + " " + d.Limit, class: evidence}
 	}
 	kind := "egress_denied"
 	if d.Allowed {

@@ -16,7 +16,9 @@
 //     is dropped: a record is either written or counted in a fold.
 //   - Evidence is never folded away: a denied decision toward a protected
 //     destination (policy.AlwaysDenied, the metadata addresses, the host's
-//     own addresses and networks) is written in detail whatever the
+//     own addresses and networks), and a limit_reached event of a bound
+//     that refused the sandbox (reported once a second at most by its
+//     source), is written in detail whatever the
 //     bucket holds, up to EvidencePerWindow a window; past that its
 //     destination is still named in the window's fold (up to
 //     evidenceKeys of them, then a count).

@@ -76,7 +76,14 @@ type record struct {
 // Event records an ordinary event of sandbox id (and its audit entry, for
 // the kinds the trail keeps), within the budget.
 func (w *Writer) Event(ctx context.Context, id, kind, msg string, fields map[string]string) {
-	w.write(ctx, record{id: id, kind: kind, msg: msg, fields: fields, event: true, key: eventKey(kind, fields)})
+	r := record{id: id, kind: kind, msg: msg, fields: fields, event: true, key: eventKey(kind, fields)}
+	if kind == "limit_reached" {
+		// A bound that refused the sandbox (its callers report one a
+		// second at most) is evidence: a flood of ordinary records
+		// before it must not fold it away.
+		r.class = evidence
+	}
+	w.write(ctx, r)
 }
 
 // Milestone records a state move of sandbox id (paused, crashed, timed

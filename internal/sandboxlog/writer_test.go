@@ -157,6 +157,29 @@ func TestProbeInFloodKept(t *testing.T) {
 	}
 }
 
+// TestRefusalInFloodKept: a fair-share refusal (a decision with a Limit,
+// and a limit_reached event from a caller) after a flood that spent the
+// burst is written in detail, not folded (TestFairShareEgress missed one
+// in a CI run).
+func TestRefusalInFloodKept(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 500; i++ {
+		e.w.Decision(policy.Decision{SandboxID: "sb", Allowed: true, Proto: "tcp", Via: "proxy", Dst: netip.MustParseAddr("198.51.100.1"), Port: 80})
+	}
+	e.w.Decision(policy.Decision{SandboxID: "sb", Proto: "tcp", Via: "proxy", Limit: "per_sandbox", LimitMax: 64, Refused: 3})
+	e.w.Event(context.Background(), "sb", "limit_reached", "port connections refused", map[string]string{"resource": "port_connections", "limit": "shared"})
+	evs, _ := e.close(t, "sb")
+	got := map[string]bool{}
+	for _, ev := range evs {
+		if ev.Kind == "limit_reached" && ev.Fields["resource"] != "trail" {
+			got[ev.Fields["resource"]+" "+ev.Fields["limit"]] = true
+		}
+	}
+	if !got["egress_connections per_sandbox"] || !got["port_connections shared"] {
+		t.Errorf("refusals written in detail: %v, want both", got)
+	}
+}
+
 // TestEnderNamed: the terminate entry names who asked for the end, not
 // the teardown's empty context.
 func TestEnderNamed(t *testing.T) {
