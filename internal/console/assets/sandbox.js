@@ -158,9 +158,17 @@
       stopTerm = terminal(id, termBox, termStatus);
     } }, "Open terminal");
     const net = h("div", {});
+    // The heading and its buttons are made again only when the state or
+    // name changed: a reload (the timeline's events ask for them) that
+    // swapped the buttons between a press and its release lost the click.
+    let shown = "";
     const reload = async () => {
       sb = await C.api("GET", "/v1/sandboxes/" + enc(id));
-      head.replaceChildren(h("h1", {}, "Sandbox ", sb.name || sb.id, " ", C.state(sb.state)), actions(id, sb, reload));
+      const now = sb.state + "\n" + (sb.name || sb.id);
+      if (now !== shown) {
+        shown = now;
+        head.replaceChildren(h("h1", {}, "Sandbox ", sb.name || sb.id, " ", C.state(sb.state)), actions(id, sb, reload));
+      }
       rec.replaceChildren(h("h2", {}, "Record"), record(sb));
       net.replaceChildren(network(id, sb, reload));
     };
