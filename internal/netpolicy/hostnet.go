@@ -103,11 +103,11 @@ func (h *hostNets) String() string {
 // names. An address whose interface went away meanwhile has no name (and
 // so is not taken for one of Corral's).
 func listIfAddrs() ([]ifAddr, error) {
-	as, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	as, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, fmt.Errorf("listing the host's addresses: %w", err)
 	}
-	links, err := netlink.LinkList()
+	links, err := dump(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("listing the host's links: %w", err)
 	}

@@ -140,7 +140,7 @@ func (n *Network) LostDecisions() uint64 {
 // checkHost refuses a link prefix that other interfaces start with and a
 // pool that overlaps a route or address the host already uses.
 func (n *Network) checkHost(states []*slotState) error {
-	links, err := netlink.LinkList()
+	links, err := dump(netlink.LinkList)
 	if err != nil {
 		return fmt.Errorf("listing links: %w", err)
 	}
@@ -155,7 +155,7 @@ func (n *Network) checkHost(states []*slotState) error {
 		}
 		ours[l.Attrs().Index] = true
 	}
-	routes, err := netlink.RouteList(nil, unix.AF_INET)
+	routes, err := dump(func() ([]netlink.Route, error) { return netlink.RouteList(nil, unix.AF_INET) })
 	if err != nil {
 		return fmt.Errorf("listing routes: %w", err)
 	}
@@ -206,7 +206,7 @@ func (n *Network) parseLinkIndex(name string) (uint32, bool) {
 // (left by a crash before the state file was written or after it was
 // removed). Failures are logged: they cost an index, not correctness.
 func (n *Network) sweep() {
-	links, err := netlink.LinkList()
+	links, err := dump(netlink.LinkList)
 	if err != nil {
 		n.log.Warn("listing links for sweep", "op", "sweep", "err", err)
 	}
