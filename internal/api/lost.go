@@ -10,10 +10,11 @@ import (
 // endKnownWithin bounds how long an exec stream lost with its sandbox's
 // agent waits for the daemon to name the sandbox's end. The watcher asks
 // the runtime for its state and then the cause, about a second on an idle
-// host; on a loaded one (a CI run's, 8 runnable tasks a core) 3 s was
-// seen not to be enough, and a lost stream is rare enough that waiting
-// longer for the true cause beats a guess.
-const endKnownWithin = 10 * time.Second
+// host; on a loaded one (a CI run's, 8 runnable tasks a core) 3 s, then
+// 10 s (a gVisor OOM end named after 10.25 s), were seen not to be
+// enough, and a lost stream is rare enough that waiting longer for the
+// true cause beats a guess.
+const endKnownWithin = 30 * time.Second
 
 // lostProcess is the error of an exec or attach stream lost because
 // sandbox id's agent went away (err): the sandbox's end and its cause

@@ -53,8 +53,10 @@ func TestEndCauses(t *testing.T) {
 				t.Errorf("wait: exit %d, %q %q; want 137 and end reason %s: %s", code, out, errs, tt.reason, tt.detail)
 			}
 			// The agent's loss is seen at once; naming the cause takes a
-			// runtime status and a file read (TCG guests are slow to die).
-			if took > 15*time.Second {
+			// runtime status and a file read (TCG guests are slow to die,
+			// and on a loaded CI host a gVisor OOM end took 10 s to name).
+			// A bound on a stuck watcher, not a measure.
+			if took > 30*time.Second {
 				t.Errorf("the end took %s to be named", took)
 			}
 			evs, err := d.client.Events(context.Background(), id)
