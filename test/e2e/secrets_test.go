@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // lockedBuffer collects the daemon's output across restarts.
@@ -111,12 +112,14 @@ func TestSecrets(t *testing.T) {
 				t.Errorf("%s: %q, want %q", c.url, got, c.want)
 			}
 		}
-		// Known flaw, not understood yet (issue 31's notes): right after
-		// the aborted handshake above, this second spliced connection is
-		// sometimes cut (one run in five under load: the upstream closes
-		// with a close_notify before any HTTP/2 frame, as after an EOF on
-		// its read side). -v logs the exchange as curl saw it; one more
-		// try keeps the suite's verdict on what the test is for (the
+		// Known flaw, not fixed yet (issue 31's notes): right after the
+		// handshake curl aborted above, this second spliced connection to
+		// the same destination is sometimes cut (the upstream closes with
+		// a close_notify before any HTTP/2 frame, as after an EOF on its
+		// read side); 3 s later it works (3 of 3, where it had just failed
+		// 2 of 2 without the pause): state the aborted flow leaves behind.
+		// -v logs the exchange as curl saw it; one more try after that
+		// pause keeps the suite's verdict on what the test is for (the
 		// splice passes the sandbox's own header, not the secret), and a
 		// splice that never works still fails it.
 		spliced := func() string {
@@ -124,7 +127,8 @@ func TestSecrets(t *testing.T) {
 		}
 		got := spliced()
 		if got == "" {
-			t.Logf("KNOWN FLAW: the spliced connection was cut; trying once more")
+			t.Logf("KNOWN FLAW: the spliced connection was cut; trying once more in 3 s")
+			time.Sleep(3 * time.Second)
 			got = spliced()
 		}
 		if got != "other.secret.test header=mismatch" {
