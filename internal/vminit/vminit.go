@@ -59,8 +59,9 @@ func run() error {
 // logf writes a line to the console, stamped with the guest's uptime
 // (where the boot's time goes shows in console.log).
 func logf(format string, args ...any) {
-	up, _ := os.ReadFile("/proc/uptime")
-	fmt.Fprintf(os.Stderr, "corral-vminit: [%s] "+format+"\n", append([]any{strings.Fields(string(up) + " x")[0]}, args...)...)
+	b, _ := os.ReadFile("/proc/uptime") // "<seconds up> <seconds idle>"
+	up, _, _ := strings.Cut(string(b), " ")
+	fmt.Fprintf(os.Stderr, "corral-vminit: [%s] "+format+"\n", append([]any{up}, args...)...)
 }
 
 // earlyMounts gives the initramfs /dev, /proc and /sys, and points the

@@ -55,7 +55,7 @@ func harvestVMDisks(state string) {
 
 // seedable reports a finished cache file (never a temporary one) built
 // from the base image or the kernel: an initramfs, or a disk image (and
-// its .src) whose recorded source is outside the test's state.
+// its .src) whose recorded source is the base image or the kernel's.
 func seedable(dir, name string) bool {
 	if strings.HasPrefix(name, ".") {
 		return false
@@ -69,5 +69,5 @@ func seedable(dir, name string) bool {
 		return false
 	}
 	s := string(src)
-	return (s == rootfs || strings.HasPrefix(s, filepath.Dir(vmKernel)+"/")) && !strings.HasPrefix(s, stateRoot)
+	return s == rootfs || strings.HasPrefix(s, filepath.Dir(vmKernel)+"/")
 }

@@ -1,8 +1,6 @@
 package gvisor
 
 import (
-	"corral/internal/mountinfo"
-
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"corral/internal/cgroups"
+	"corral/internal/mountinfo"
 	"corral/internal/runtime"
 )
 

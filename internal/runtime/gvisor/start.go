@@ -225,14 +225,11 @@ var errHung = errors.New("no answer")
 // write to console.log after offset: its main goroutine, where it waited
 // (at most 4 KiB).
 func runscStack(dir string, offset int64) string {
-	f, err := os.OpenFile(filepath.Join(dir, consoleLog), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	f, err := openConsoleAt(dir, offset)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return ""
-	}
 	b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
 	if i := bytes.Index(b, []byte("goroutine 1 [")); i >= 0 {
 		b = b[i:]
@@ -243,23 +240,34 @@ func runscStack(dir string, offset int64) string {
 	return string(b[:min(len(b), 4<<10)])
 }
 
+// openConsoleAt opens the sandbox's console.log for reading from offset
+// (its start when offset is not positive).
+func openConsoleAt(dir string, offset int64) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, consoleLog), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	if offset > 0 {
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
 // consoleTail returns the last lines console.log received after offset
 // (the file's last lines when offset is negative), or "".
 func consoleTail(dir string, offset int64) string {
-	f, err := os.OpenFile(filepath.Join(dir, consoleLog), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	const max = 8 << 10
+	if fi, err := os.Lstat(filepath.Join(dir, consoleLog)); err == nil && fi.Size()-max > offset {
+		offset = fi.Size() - max
+	}
+	f, err := openConsoleAt(dir, offset)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	const max = 8 << 10
-	if fi, err := f.Stat(); err == nil && fi.Size()-max > offset {
-		offset = fi.Size() - max
-	}
-	if offset > 0 {
-		if _, err := f.Seek(offset, io.SeekStart); err != nil {
-			return ""
-		}
-	}
 	b, _ := io.ReadAll(io.LimitReader(f, max))
 	return lastLines(b, 5)
 }
